@@ -1,0 +1,45 @@
+"""minhash_signatures (per shard), dedup_index (whole corpus), deduped_documents (per shard)."""
+
+import dagster as dg
+
+from assets.filtering import filtered_documents
+from assets.metadata import stage_result
+from assets.partitions import shards
+from pipelines.dedup_stages import dedup_index_stage, deduped_stage, minhash_stage
+from pipelines.stages import CODE_VERSIONS
+from resources import YunqueSettings
+
+
+@dg.asset(partitions_def=shards, deps=[filtered_documents], code_version=CODE_VERSIONS["minhash_signatures"],
+          group_name="data", kinds={"parquet"})
+def minhash_signatures(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:
+    """MinHash of word 5-grams (112 = 14 bands x 8 rows) and paragraph hashes per document."""
+    store = settings.store()
+    stats = minhash_stage(store, context.partition_key, settings.data_config())
+    return stage_result(stats, store.part("minhash_signatures", context.partition_key))
+
+
+@dg.asset(deps=[minhash_signatures], code_version=CODE_VERSIONS["dedup_index"], group_name="data",
+          kinds={"parquet"}, automation_condition=dg.AutomationCondition.eager())
+def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:
+    """LSH clusters across every shard (keeper: smallest doc_id) and repeated paragraphs."""
+    store = settings.store()
+    registered = context.instance.get_dynamic_partitions(shards.name)
+    ready = [s for s in registered if store.manifest("minhash_signatures", s) is not None]
+    pending = sorted(set(registered) - set(ready))
+    if pending:
+        context.log.warning(f"shards without signatures yet, left out of the index: {pending}")
+    stats = dedup_index_stage(store, ready, settings.data_config())
+    return stage_result(stats, None, None, path=dg.MetadataValue.path(str(store.dir("dedup_index"))),
+                        pending_shards=dg.MetadataValue.json(pending))
+
+
+@dg.asset(partitions_def=shards, deps=[filtered_documents, dedup_index],
+          code_version=CODE_VERSIONS["deduped_documents"], group_name="data", kinds={"parquet"},
+          automation_condition=dg.AutomationCondition.eager())
+def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:
+    """The shard's kept documents: filtered minus near-duplicates and repeated paragraphs."""
+    store = settings.store()
+    stats = deduped_stage(store, context.partition_key, settings.data_config())
+    return stage_result(stats, store.part("deduped_documents", context.partition_key),
+                        store.rejected(context.partition_key, "dedup"))

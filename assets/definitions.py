@@ -1,0 +1,35 @@
+"""The code location: `dagster dev -w workspace.yaml` loads `defs` from here."""
+
+import os
+
+import dagster as dg
+
+from assets import checks, dedup, filtering, ingest
+from assets.jobs import dedup_job, shard_job
+from assets.sensors import shard_sensor
+from resources import CorpusStorage, YunqueSettings
+from resources.corpus import default_corpus
+from resources.settings import default_home
+
+ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup])
+CHECKS = dg.load_asset_checks_from_modules([checks])
+
+
+def build_resources(home: str | None = None, corpus: str | None = None, preset: str | None = None,
+                    overrides: str | None = None, endpoint_url: str | None = None) -> dict:
+    """Resources from explicit values, falling back to YUNQUE_* environment variables."""
+    return {
+        "corpus": CorpusStorage(uri=corpus or default_corpus(),
+                                endpoint_url=endpoint_url or os.environ.get("YUNQUE_S3_ENDPOINT") or None),
+        "settings": YunqueSettings(home=home or default_home(), preset=preset or os.environ.get("YUNQUE_PRESET", "tiny"),
+                                   overrides=overrides or os.environ.get("YUNQUE_OVERRIDES", "{}")),
+    }
+
+
+defs = dg.Definitions(
+    assets=ASSETS,
+    asset_checks=CHECKS,
+    jobs=[shard_job, dedup_job],
+    sensors=[shard_sensor],
+    resources=build_resources(),
+)

@@ -1,0 +1,71 @@
+"""Turn a stage's `StageStats` into Dagster metadata: counts, drops per reason, bytes,
+paths and a preview table of the output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from pipelines.store import StageStats
+
+
+def drops_markdown(drops: dict[str, int]) -> str:
+    if not drops:
+        return "nothing dropped"
+    rows = "\n".join(f"| `{k}` | {v} |" for k, v in drops.items())
+    return f"| reason | documents |\n|---|---|\n{rows}"
+
+
+def preview(path: Path, n: int = 8, chars: int = 160) -> dg.TableMetadataValue | None:
+    if not path.exists():
+        return None
+    pf = pq.ParquetFile(path)
+    cols = [c for c in ("doc_id", "source", "lang", "text") if c in pf.schema_arrow.names]
+    rows = []
+    for batch in pf.iter_batches(batch_size=n, columns=cols):
+        for r in batch.to_pylist()[:n]:
+            text = (r.get("text") or "").replace("\n", " ")
+            rec = {"doc_id": r["doc_id"][:12], "source": r["source"], "chars": len(r.get("text") or ""),
+                   "text": text[:chars]}
+            if "lang" in r:
+                rec["lang"] = r["lang"]
+            rows.append(dg.TableRecord(rec))
+        break
+    if not rows:
+        return None
+    cols_out = ["doc_id", "source", "chars", *(["lang"] if "lang" in cols else []), "text"]
+    schema = dg.TableSchema(columns=[dg.TableColumn(c, "int" if c == "chars" else "string") for c in cols_out])
+    return dg.MetadataValue.table(rows, schema=schema)
+
+
+def stage_result(stats: StageStats, output: Path | None = None, rejected: Path | None = None,
+                 **extra: Any) -> dg.MaterializeResult:
+    md: dict[str, Any] = {
+        "documents_in": stats.docs_in,
+        "documents_out": stats.docs_out,
+        "rejected": stats.rejected,
+        "drops": dg.MetadataValue.md(drops_markdown(stats.drops)),
+        "drops_json": dg.MetadataValue.json(stats.drops),
+        "bytes_in": stats.bytes_in,
+        "bytes_out": stats.bytes_out,
+        "cached": stats.cached,
+        "cache_key": stats.key,
+        "dagster/row_count": stats.docs_out,
+    }
+    if stats.docs_in:
+        md["kept_fraction"] = round(stats.docs_out / stats.docs_in, 4)
+    for k, v in stats.extra.items():
+        if k == "shard_digests":
+            continue
+        md[k] = dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v
+    if output is not None:
+        md["path"] = dg.MetadataValue.path(str(output))
+        if (p := preview(output)) is not None:
+            md["preview"] = p
+    if rejected is not None:
+        md["rejected_path"] = dg.MetadataValue.path(str(rejected))
+    md.update(extra)
+    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(stats.key))

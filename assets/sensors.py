@@ -1,0 +1,28 @@
+"""The shard sensor: new shards at the corpus location become partitions and runs."""
+
+import json
+
+import dagster as dg
+
+from assets.jobs import shard_job
+from assets.partitions import shards
+from resources import CorpusStorage
+
+
+@dg.sensor(job=shard_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> dg.SensorResult:
+    """Registers every new shard as a dynamic partition and requests a run for it; a
+    shard whose files changed (new fingerprint) is requested again."""
+    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    found = {s.key: s.fingerprint for s in corpus.shards()}
+    registered = set(context.instance.get_dynamic_partitions(shards.name))
+    new_keys = sorted(k for k in found if k not in registered)
+    changed = sorted(k for k, fp in found.items() if seen.get(k) != fp)
+    if not changed and not new_keys:
+        return dg.SensorResult(skip_reason=f"no new or changed shards under {corpus.uri}", cursor=context.cursor)
+    requests = [dg.RunRequest(run_key=f"{k}:{found[k]}", partition_key=k) for k in changed]
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[shards.build_add_request(new_keys)] if new_keys else [],
+        cursor=json.dumps(found, sort_keys=True),
+    )

@@ -1,0 +1,179 @@
+"""One configuration tree for the data stages, with presets as functions.
+
+Every threshold a stage uses lives here so that a run is described completely by
+`DataConfig` (and its hash is part of every stage's cache key). Defaults follow the
+published rules (Gopher, C4, FineWeb as implemented by datatrove; FineWeb's 14x8 LSH).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ReaderConfig:
+    # A single document larger than this is rejected (`too_large`) instead of being read
+    # into memory and pushed through every filter.
+    max_document_bytes: int = 10_000_000
+    # Share of control characters (besides \t \n \r \f) above which a file is binary.
+    max_control_char_ratio: float = 0.01
+
+
+@dataclass
+class CleanConfig:
+    extractor: str = "resiliparse"  # "resiliparse" or "trafilatura"
+    unicode_form: str = "NFC"
+    fix_mojibake: bool = True  # ftfy.fix_text
+    min_chars: int = 1  # shorter after extraction -> rejected as `empty_after_extraction`
+
+
+@dataclass
+class GopherQualityConfig:
+    enabled: bool = True
+    min_doc_words: int | None = 50
+    max_doc_words: int | None = 100_000
+    min_avg_word_length: float | None = 3
+    max_avg_word_length: float | None = 10
+    max_symbol_word_ratio: float | None = 0.1
+    max_bullet_lines_ratio: float | None = 0.9
+    max_ellipsis_lines_ratio: float | None = 0.3
+    max_non_alpha_words_ratio: float | None = 0.8
+    min_stop_words: int | None = 2
+
+
+@dataclass
+class GopherRepetitionConfig:
+    enabled: bool = True
+    dup_line_frac: float | None = 0.3
+    dup_para_frac: float | None = 0.3
+    dup_line_char_frac: float | None = 0.2
+    dup_para_char_frac: float | None = 0.2
+    top_n_grams: list[list[float]] = field(default_factory=lambda: [[2, 0.2], [3, 0.18], [4, 0.16]])
+    dup_n_grams: list[list[float]] = field(
+        default_factory=lambda: [[5, 0.15], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.10]]
+    )
+
+
+@dataclass
+class C4Config:
+    enabled: bool = True
+    split_paragraph: bool = True
+    remove_citations: bool = True
+    # FineWeb runs C4 without the terminal-punctuation line rule; documentation has many
+    # headings and list items without a full stop, so we follow FineWeb.
+    filter_no_terminal_punct: bool = False
+    min_num_sentences: int = 5
+    min_words_per_line: int = 3
+    max_word_length: int = 1000
+    filter_lorem_ipsum: bool = True
+    filter_javascript: bool = True
+    filter_curly_bracket: bool = True
+    filter_policy: bool = True
+
+
+@dataclass
+class FineWebConfig:
+    enabled: bool = True
+    line_punct_thr: float = 0.12
+    line_punct_exclude_zero: bool = False
+    short_line_thr: float = 0.67
+    short_line_length: int = 30
+    char_duplicates_ratio: float = 0.01
+    new_line_ratio: float = 0.3
+
+
+@dataclass
+class FilterConfig:
+    language: str = "es"  # word rules (stop words) are adapted to this language
+    gopher_quality: GopherQualityConfig = field(default_factory=GopherQualityConfig)
+    gopher_repetition: GopherRepetitionConfig = field(default_factory=GopherRepetitionConfig)
+    c4: C4Config = field(default_factory=C4Config)
+    fineweb: FineWebConfig = field(default_factory=FineWebConfig)
+
+
+@dataclass
+class LangIdConfig:
+    language: str = "es"
+    threshold: float = 0.65
+    max_chars: int = 1000  # fastText sees the first N characters, newlines folded
+    batch_size: int = 512
+
+
+@dataclass
+class DedupConfig:
+    ngram: int = 5  # word n-grams
+    bands: int = 14
+    rows: int = 8  # bands * rows = number of permutations
+    seed: int = 1
+    paragraph_dedup: bool = True
+    min_paragraph_chars: int = 40  # shorter lines (headings, "Véase también") are not deduped
+    # A document whose text drops below this after paragraph removal is rejected.
+    min_chars_after_paragraph_dedup: int = 200
+    # Asset check: kept pairs with estimated Jaccard at or above this fail the check.
+    check_sample_size: int = 2000
+    check_jaccard: float = 0.9
+
+    @property
+    def num_perm(self) -> int:
+        return self.bands * self.rows
+
+
+@dataclass
+class DataConfig:
+    reader: ReaderConfig = field(default_factory=ReaderConfig)
+    clean: CleanConfig = field(default_factory=CleanConfig)
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    langid: LangIdConfig = field(default_factory=LangIdConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def section_hash(self, *sections: str) -> str:
+        """Hash of the named sections only, so that changing a dedup knob does not
+        invalidate the cached reader output."""
+        d = self.to_dict()
+        blob = json.dumps({s: d[s] for s in sections}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def default() -> DataConfig:
+    return DataConfig()
+
+
+def tiny() -> DataConfig:
+    # The data rules do not change with model size; `tiny` exists so one preset name
+    # drives the whole graph.
+    return DataConfig()
+
+
+PRESETS = {"default": default, "tiny": tiny}
+
+
+def preset(name: str, overrides: dict[str, Any] | None = None) -> DataConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    cfg = PRESETS[name]()
+    if overrides:
+        cfg = apply_overrides(cfg, overrides)
+    return cfg
+
+
+def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
+    """Nested override: {"langid": {"threshold": 0.5}} or {"langid.threshold": 0.5}."""
+    for key, value in overrides.items():
+        head, _, rest = key.partition(".")
+        if not hasattr(cfg, head):
+            raise ValueError(f"unknown config field {key!r} on {type(cfg).__name__}")
+        current = getattr(cfg, head)
+        if rest:
+            value = {rest: value}
+        if dataclasses.is_dataclass(current) and isinstance(value, dict):
+            setattr(cfg, head, apply_overrides(current, value))
+        else:
+            setattr(cfg, head, value)
+    return cfg

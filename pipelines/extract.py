@@ -1,0 +1,204 @@
+"""HTML -> plain text with boilerplate removal, and Unicode normalisation of any text.
+
+Two extractors are supported because they fail differently (see `bench/compare_extractors.py`
+for the measured comparison on the sample corpus):
+
+- "resiliparse" (default): a fast DOM walk in C++ with simple main-content heuristics
+  (drops <nav>, <header>, <footer>, <aside>, elements with navigation/footer/cookie class
+  names and hidden elements). Keeps headings, list items and inline markup verbatim.
+- "trafilatura": a heavier XPath-based main-content extractor (with readability/jusText
+  fallbacks). Higher precision on news-like pages, but it prunes every element whose class
+  contains "menu" or "bar" (so `<span class="menuitem">Buscar</span>` in the LibreOffice
+  help disappears mid-sentence) and it is an order of magnitude slower.
+
+Both functions here are total: odd input never raises, it yields "".
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from functools import lru_cache
+from typing import Any
+
+EXTRACTORS = ("resiliparse", "trafilatura")
+
+# lxml refuses a `str` that still carries an XML encoding declaration ("Unicode strings with
+# encoding declaration are not supported"); the input is already decoded, so the declaration
+# (and a stray BOM) is meaningless and removed before parsing.
+_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
+
+# Pages above this size are truncated before parsing: a multi-MB "HTML" file is almost
+# always a data dump or generated listing, and trafilatura's tree walk is superlinear on it.
+_MAX_HTML_CHARS = 5_000_000
+
+
+def _prepare(html: Any) -> str:
+    if isinstance(html, bytes):
+        html = decode_html(html)
+    if not isinstance(html, str):
+        return ""
+    html = html.lstrip("\ufeff")
+    html = _XML_DECL.sub("", html, count=1)
+    # Unpaired surrogates (from surrogateescape decoding) crash lxml and lexbor's UTF-8 encoder.
+    html = _SURROGATES.sub("\ufffd", html)
+    return html[:_MAX_HTML_CHARS]
+
+
+def decode_html(raw: bytes) -> str:
+    """Bytes -> str using the BOM, then the <meta charset>, then a UTF-8/cp1252 guess.
+
+    Readers that already have a str do not need this; it exists for callers holding bytes.
+    """
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+    try:
+        return bytes_to_str(raw, detect_encoding(raw))
+    except Exception:  # noqa: BLE001 - never fail on odd bytes
+        return raw.decode("utf-8", "replace")
+
+
+def _resiliparse(html: str) -> str:
+    from resiliparse.extract.html2text import extract_plain_text
+
+    return extract_plain_text(
+        html,
+        # Block structure as newlines: the line-based filters (C4, FineWeb, Gopher) and
+        # paragraph dedup need one paragraph / list item / heading per line.
+        preserve_formatting=True,
+        # Boilerplate removal: <nav>, <header>, <footer>, <aside>, menu/cookie/footer
+        # classes, hidden elements.
+        main_content=True,
+        # "• item" bullets are kept: Gopher's max_bullet_lines_ratio rule uses them to spot
+        # pages that are nothing but link lists.
+        list_bullets=True,
+        # Alt texts in documentation are icon labels ("tip", "Anterior", "Product Site"),
+        # repeated on every page and not prose.
+        alt_texts=False,
+        links=False,  # URLs are not language; they only feed the tokenizer noise
+        form_fields=False,
+        # <noscript> holds "enable JavaScript" notices and redirects, never content.
+        noscript=False,
+        # User comment threads and "posted by / on" lines are not the document.
+        comments=False,
+        post_meta=False,
+    )
+
+
+@lru_cache(maxsize=1)
+def _trafilatura_config() -> Any:
+    from trafilatura.settings import use_config
+
+    config = use_config()
+    # The timeout uses SIGALRM, which only works in the main thread and makes results depend
+    # on machine load; extraction time is bounded by _MAX_HTML_CHARS instead.
+    config.set("DEFAULT", "EXTRACTION_TIMEOUT", "0")
+    # Keep the library default (250): below it trafilatura tries its fallback extractors,
+    # which is where most of its recall on short pages comes from.
+    config.set("DEFAULT", "MIN_EXTRACTED_SIZE", "250")
+    config.set("DEFAULT", "MIN_OUTPUT_SIZE", "1")
+    return config
+
+
+def _trafilatura(html: str) -> str:
+    import trafilatura
+
+    text = trafilatura.extract(
+        html,
+        config=_trafilatura_config(),
+        output_format="txt",
+        # Favour recall: the quality filters and dedup downstream remove what is left of the
+        # boilerplate, but text dropped here is lost for good (measured: +20% characters on
+        # the handbook with no more repeated lines). This also keeps headings.
+        favor_recall=True,
+        fast=False,  # keep the readability/jusText fallback comparison (deterministic)
+        include_comments=False,
+        include_tables=True,  # package and option tables are real content in docs
+        include_images=False,
+        include_links=False,
+        include_formatting=False,
+        # Its dedup is a process-global LRU cache: output would depend on document order
+        # and on which worker saw which page. Dedup is a stage of its own here.
+        deduplicate=False,
+        with_metadata=False,
+        url=None,  # no URL-based heuristics, nothing fetched
+        target_language=None,  # language ID is a separate stage with its own thresholds
+    )
+    return text or ""
+
+
+def html_to_text(html: str, extractor: str = "resiliparse") -> str:
+    """Main-content plain text of an HTML page; "" when there is none or the input is garbage."""
+    if extractor not in EXTRACTORS:
+        raise ValueError(f"unknown extractor {extractor!r}; choose one of {EXTRACTORS}")
+    html = _prepare(html)
+    if not html.strip():
+        return ""
+    try:
+        text = _resiliparse(html) if extractor == "resiliparse" else _trafilatura(html)
+    except (Exception, RecursionError):  # noqa: BLE001 - a bad page must not stop a shard
+        return ""
+    return text.strip()
+
+
+# --- normalisation ---------------------------------------------------------------
+
+# C0/C1 control characters except \t and \n (\r and \f are turned into \n first).
+_CONTROL = {c: None for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c not in (9, 10)}
+_CONTROL[0xFEFF] = None  # BOM / zero-width no-break space inside text: an artefact of concatenation
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+_NEWLINES = re.compile(r"\r\n?|[\f\v\u2028\u2029\x85]")
+_TRAILING_WS = re.compile(r"[ \t\u00a0\u3000]+$", re.MULTILINE)
+_BLANK_RUNS = re.compile(r"\n{4,}")  # 4 newlines = 3 blank lines
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[@-Z\\-_]")
+
+
+@lru_cache(maxsize=1)
+def _ftfy_config() -> Any:
+    import ftfy
+
+    return ftfy.TextFixerConfig(
+        # Mojibake ("EspaÃ±a" -> "España") is what we want ftfy for.
+        fix_encoding=True,
+        # Plain text may legitimately talk about "&lt;" (docs about HTML); extraction already
+        # decoded real entities.
+        unescape_html=False,
+        remove_terminal_escapes=True,
+        fix_latin_ligatures=True,  # "ﬁ" -> "fi": same word, one tokenization
+        # Fullwidth forms are normal in the zh/ja handbook; curly quotes are real text.
+        fix_character_width=False,
+        uncurl_quotes=False,
+        fix_line_breaks=True,
+        fix_surrogates=True,
+        remove_control_chars=True,
+        normalization=None,  # done below with the configured form
+        explain=False,
+    )
+
+
+def normalize_text(text: str, form: str = "NFC", fix_mojibake: bool = True) -> str:
+    """Repair mojibake, apply Unicode normalisation `form`, drop control characters,
+    strip trailing spaces and keep at most 2 consecutive blank lines."""
+    if not isinstance(text, str) or not text:
+        return ""
+    text = _SURROGATES.sub("\ufffd", text)
+    if fix_mojibake:
+        try:
+            import ftfy
+
+            text = ftfy.fix_text(text, _ftfy_config())
+        except Exception:  # noqa: BLE001 - ftfy is best-effort; keep the text as it was
+            pass
+    if form:
+        text = unicodedata.normalize(form, text)  # type: ignore[arg-type]
+    text = _NEWLINES.sub("\n", text)
+    text = _ANSI.sub("", text)
+    text = text.translate(_CONTROL)
+    text = _TRAILING_WS.sub("", text)
+    text = _BLANK_RUNS.sub("\n\n\n", text)
+    return text.strip("\n").rstrip()
+
+
+# trafilatura logs an ERROR for every empty or unparsable page; the caller counts empties.
+logging.getLogger("trafilatura").setLevel(logging.CRITICAL)

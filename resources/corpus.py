@@ -1,0 +1,45 @@
+"""The corpus location: a local folder or an `s3://bucket/prefix`, read through fsspec."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dagster as dg
+
+from pipelines.corpus import ShardInfo, list_shards, open_corpus
+
+
+def default_corpus() -> str:
+    home = os.environ.get("YUNQUE_HOME", ".yunque")
+    return os.environ.get("YUNQUE_CORPUS", os.path.join(os.path.abspath(home), "sample"))
+
+
+class CorpusStorage(dg.ConfigurableResource):
+    """Where the raw shards live. For S3-compatible stores set `endpoint_url`
+    (credentials come from the usual AWS environment variables)."""
+
+    uri: str
+    endpoint_url: str | None = None
+    anon: bool = False
+
+    def storage_options(self) -> dict[str, Any]:
+        if not self.uri.startswith("s3://"):
+            return {}
+        opts: dict[str, Any] = {"anon": self.anon}
+        if self.endpoint_url:
+            opts["client_kwargs"] = {"endpoint_url": self.endpoint_url}
+        return opts
+
+    def open(self):  # -> tuple[fsspec.AbstractFileSystem, str]
+        return open_corpus(self.uri, self.storage_options())
+
+    def shards(self) -> list[ShardInfo]:
+        fs, root = self.open()
+        return list_shards(fs, root)
+
+    def shard(self, key: str) -> ShardInfo:
+        for s in self.shards():
+            if s.key == key:
+                return s
+        raise dg.Failure(f"shard {key!r} is registered but no longer found under {self.uri}")

@@ -1,0 +1,95 @@
+"""The `yunque` command: fetch the sample corpus, run the graph."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from yunque import env
+
+
+def _fetch(dest: Path) -> int:
+    from pipelines.sample import SampleFetchError, fetch_sample
+
+    try:
+        summary = fetch_sample(dest)
+    except SampleFetchError as e:
+        print(f"yunque fetch-sample: {e}", file=sys.stderr)
+        return 2
+    print(f"sample corpus in {dest}:")
+    for shard, info in summary.items():
+        print(f"  {shard}: {info}")
+    return 0
+
+
+def cmd_fetch_sample(args: argparse.Namespace) -> int:
+    home = env.use_home(args.home)
+    return _fetch(Path(args.dest).absolute() if args.dest else home / "sample")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    home = env.use_home(args.home)
+    corpus = args.corpus or str(home / "sample")
+    if args.corpus is None and not (home / "sample").exists():
+        print(f"no corpus given and no sample corpus in {home / 'sample'}: fetching it first")
+        if rc := _fetch(home / "sample"):
+            return rc
+    from tqdm import tqdm
+
+    from assets.runner import plan, run_graph
+
+    phases = plan(args.select)
+    bar = tqdm(desc="materializing", unit="run", total=None, dynamic_ncols=True)
+
+    def progress(assets: str, shard: str, entry: dict) -> None:
+        bar.update(1)
+        md = entry["metadata"]
+        parts = []
+        for name, m in md.items():
+            mark = " (cached)" if m.get("cached") else ""
+            parts.append(f"{name} {m.get('documents_in', '?')}->{m.get('documents_out', '?')}{mark}")
+        status = "ok" if entry["ok"] else f"FAILED: {entry['error'] or entry['checks']}"
+        bar.write(f"[{shard}] {'; '.join(parts) or assets}  {status}")
+
+    print(f"corpus {corpus}; home {home}; {len(phases)} phase(s): "
+          + " | ".join(",".join(k.to_user_string() for k in p.keys) for p in phases))
+    try:
+        summary = run_graph(corpus, args.select, args.preset, args.overrides, args.s3_endpoint, progress)
+    except ValueError as e:
+        bar.close()
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 2
+    bar.close()
+    failed = [r for r in summary.runs if not r["ok"]]
+    print(f"\n{len(summary.runs)} runs over {len(summary.shards)} shards, {len(failed)} failed.")
+    print(f"kept documents:     {home}/data/deduped_documents/*/*.parquet")
+    print(f"rejected documents: {home}/data/rejected_documents/*/*.parquet")
+    print(f"Dagster UI:         DAGSTER_HOME={home}/dagster dagster dev -w workspace.yaml")
+    for r in failed:
+        print(f"  failed: {r['shard'] or '(corpus)'} {r['assets']}: {r['error'] or r['checks']} (run {r['run_id']})",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    env.apply()
+    p = argparse.ArgumentParser(prog="yunque", description=__doc__)
+    p.add_argument("--home", help="output and instance root (default $YUNQUE_HOME or ./.yunque)")
+    sub = p.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fetch-sample", help="build the Spanish sample corpus from Debian doc packages")
+    f.add_argument("--dest", help="where to put the shards (default $YUNQUE_HOME/sample)")
+    f.set_defaults(fn=cmd_fetch_sample)
+    r = sub.add_parser("run", help="materialize the graph for every shard of a corpus")
+    r.add_argument("--corpus", help="DIR or s3://bucket/prefix, one shard per subdirectory/file (default: sample)")
+    r.add_argument("--select", help="Dagster asset selection, e.g. 'key:raw_documents+' (default: everything)")
+    r.add_argument("--preset", default="tiny", help="configuration preset (default tiny)")
+    r.add_argument("--overrides", help='JSON of dotted config overrides, e.g. \'{"langid.threshold": 0.5}\'')
+    r.add_argument("--s3-endpoint", help="endpoint URL of an S3-compatible store")
+    r.set_defaults(fn=cmd_run)
+    args = p.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
