@@ -1,5 +1,7 @@
 """Asset checks: nothing lost, language purity, no near-duplicates left."""
 
+import warnings
+
 import dagster as dg
 
 from assets.dedup import dedup_index, deduped_documents
@@ -7,6 +9,9 @@ from assets.partitions import shards
 from pipelines.audit import exactly_once, language_purity
 from pipelines.dedup_stages import near_duplicate_sample_pairs
 from resources import YunqueSettings
+
+# Partitioned asset checks are a Dagster preview feature; we rely on it knowingly.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
 @dg.asset_check(asset=deduped_documents, partitions_def=shards, blocking=True)

@@ -1,13 +1,12 @@
 import dagster as dg
 
-from assets.partitions import shards
 
 # The per-shard half of the graph (read -> signatures). dedup_index and
 # deduped_documents follow through their eager automation conditions.
 PER_SHARD = ["raw_documents", "clean_documents", "filtered_documents", "minhash_signatures"]
 
 shard_job = dg.define_asset_job(
-    "shard_job", selection=dg.AssetSelection.assets(*PER_SHARD), partitions_def=shards,
+    "shard_job", selection=dg.AssetSelection.assets(*PER_SHARD),
     description="Read, clean, filter and sign one shard.",
 )
 dedup_job = dg.define_asset_job(

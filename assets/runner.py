@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from assets.definitions import ASSETS, CHECKS, build_resources
+from assets.definitions import ASSETS, CHECKS, build_resources, defs
 from assets.partitions import shards as shards_def
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -36,7 +36,7 @@ class RunSummary:
 
 
 def plan(select: str | None) -> list[Phase]:
-    graph = dg.Definitions(assets=ASSETS, asset_checks=CHECKS).resolve_asset_graph()
+    graph = defs.resolve_asset_graph()
     selection = dg.AssetSelection.from_string(select) if select else dg.AssetSelection.all()
     chosen = selection.resolve(graph)
     if not chosen:

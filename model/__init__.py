@@ -1,0 +1,1 @@
+"""PyTorch side of Yunque (model, training, generation): added by the training issues."""

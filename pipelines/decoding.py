@@ -74,7 +74,7 @@ def iter_chunks(raw: BinaryIO, compression: str | None) -> Iterator[bytes]:
         stream = bz2.BZ2File(guarded, "rb")  # type: ignore[arg-type]
     while True:
         try:
-            chunk = stream.read(CHUNK)
+            chunk = stream.read1(CHUNK)  # read1: what decoded before an error is kept
         except SourceError:
             raise
         except (EOFError, OSError, zlib.error) as e:
@@ -142,12 +142,22 @@ _BOMS = [
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 ]
-_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.I)
-_XML_ENCODING = re.compile(rb"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9_:.+-]+)""", re.I)
+_META_CHARSET = re.compile(
+    rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IGNORECASE
+)
+_XML_ENCODING = re.compile(
+    rb"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9_:.+-]+)""", re.IGNORECASE
+)
 # As browsers do (WHATWG encoding spec): these labels mean windows-1252, and a meta
 # tag cannot switch a byte stream to UTF-16.
-_LABEL_ALIASES = {"iso8859-1": "cp1252", "latin-1": "cp1252", "ascii": "cp1252",
-                  "utf-16": "utf-8", "utf-16-le": "utf-8", "utf-16-be": "utf-8"}
+_LABEL_ALIASES = {
+    "iso8859-1": "cp1252",
+    "latin-1": "cp1252",
+    "ascii": "cp1252",
+    "utf-16": "utf-8",
+    "utf-16-le": "utf-8",
+    "utf-16-be": "utf-8",
+}
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13)) + b"\x7f"
 _CONTROL_TABLE = dict.fromkeys(_CONTROL_BYTES)
 

@@ -29,6 +29,24 @@ EXTRACTORS = ("resiliparse", "trafilatura")
 # (and a stray BOM) is meaningless and removed before parsing.
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 
+# XHTML (DocBook output such as debian-reference) writes empty elements as `<a id="x"/>`.
+# An HTML5 parser ignores the "/" and leaves the <a> open until the end of its parent, so
+# whole sections end up inside a link and main-content heuristics drop them as navigation
+# (measured: resiliparse kept 64k of 99k characters of debian-reference ch01). Such
+# elements are closed explicitly; void elements (<br/>, <img/>) are left alone.
+_VOID = frozenset(
+    "area base br col embed hr img input link meta param source track wbr".split()
+)
+_SELF_CLOSING = re.compile(r"<([A-Za-z][\w:-]*)(\s[^<>]*?)?\s*/>")
+
+
+def _close_empty(m: re.Match[str]) -> str:
+    tag = m.group(1)
+    if tag.lower() in _VOID:
+        return m.group(0)
+    return f"<{tag}{m.group(2) or ''}></{tag}>"
+
+
 # Pages above this size are truncated before parsing: a multi-MB "HTML" file is almost
 # always a data dump or generated listing, and trafilatura's tree walk is superlinear on it.
 _MAX_HTML_CHARS = 5_000_000
@@ -42,8 +60,10 @@ def _prepare(html: Any) -> str:
     html = html.lstrip("\ufeff")
     html = _XML_DECL.sub("", html, count=1)
     # Unpaired surrogates (from surrogateescape decoding) crash lxml and lexbor's UTF-8 encoder.
-    html = _SURROGATES.sub("\ufffd", html)
-    return html[:_MAX_HTML_CHARS]
+    html = _SURROGATES.sub("\ufffd", html)[:_MAX_HTML_CHARS]
+    if "/>" in html:
+        html = _SELF_CLOSING.sub(_close_empty, html)
+    return html
 
 
 def decode_html(raw: bytes) -> str:

@@ -1,0 +1,87 @@
+"""Writes small, realistic corpora for the integration tests: Spanish prose that passes
+the quality rules, plus documents each stage should drop."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+SUBJECTS = ["el administrador", "la red local", "el servidor de correo", "nuestra empresa", "el usuario",
+            "la biblioteca municipal", "el equipo de desarrollo", "la universidad", "el sistema operativo",
+            "la comunidad", "el paquete nuevo", "la documentación", "el núcleo", "la oficina central"]
+VERBS = ["configura", "actualiza", "revisa", "describe", "necesita", "publica", "mantiene", "instala",
+         "comparte", "explica", "protege", "organiza", "traduce", "prueba"]
+OBJECTS = ["los archivos de registro", "una copia de seguridad", "el cortafuegos", "las cuentas de los alumnos",
+           "un manual en español", "los permisos del directorio", "la lista de paquetes", "el servicio de nombres",
+           "una política de contraseñas", "el calendario de tareas", "las impresoras compartidas",
+           "el espejo de réplica", "los informes mensuales", "la página de ayuda"]
+TAILS = ["antes de cada actualización", "con mucho cuidado", "para que todo funcione bien", "durante la noche",
+         "cuando llega una versión estable", "según las normas de la casa", "sin interrumpir el trabajo",
+         "cada semana", "en el centro de datos", "con ayuda de un voluntario", "desde hace varios años",
+         "porque los clientes lo piden", "y lo anota en el registro", "con las herramientas de siempre"]
+
+
+def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 3) -> str:
+    paras = []
+    for _ in range(paragraphs):
+        s = []
+        for _ in range(sentences):
+            sent = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)}"
+            if rng.random() < 0.5:
+                sent += f", y además {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)}"
+            s.append(sent[0].upper() + sent[1:] + ".")
+        paras.append(" ".join(s))
+    return "\n\n".join(paras)
+
+
+ENGLISH = ("The administrator configures the mail server every week, and the team reviews the log files "
+           "before each update. ") * 8
+
+HTML_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title></head><body>
+<nav><ul><li><a href="/">Inicio</a></li><li><a href="/a">Anterior</a></li><li><a href="/s">Siguiente</a></li></ul></nav>
+<div id="cookie">Usamos cookies para mejorar su experiencia. Aceptar</div>
+<main><article><h1>{title}</h1>{body}</article></main>
+<footer>Copyright 2024 Proyecto de documentación. Todos los derechos reservados.</footer></body></html>"""
+
+
+def html_page(title: str, text: str) -> str:
+    body = "".join(f"<p>{p}</p>" for p in text.split("\n\n"))
+    return HTML_PAGE.format(title=title, body=body)
+
+
+def write_two_shards(root: Path, seed: int = 0) -> dict[str, int]:
+    """Two shards (`manuales`, `foro`) with a known mix; returns counts of what each stage
+    should drop. The planted near-duplicate lives in the second shard, its original in
+    the first."""
+    rng = random.Random(seed)
+    a, b = root / "manuales", root / "foro"
+    (a / "html").mkdir(parents=True)
+    b.mkdir(parents=True)
+    original = spanish_text(rng, paragraphs=8)
+    for i in range(6):
+        (a / "html" / f"pagina{i}.html").write_text(html_page(f"Capítulo {i}", spanish_text(rng)), encoding="utf-8")
+    (a / "guia.txt").write_text(original, encoding="utf-8")
+    (a / "notas.md").write_text("# Notas\n\n" + spanish_text(rng), encoding="utf-8")
+    (a / "english.txt").write_text(ENGLISH, encoding="utf-8")  # langid drop
+    (a / "corto.txt").write_text("Hola a todos.", encoding="utf-8")  # quality drop
+    lines = [json.dumps({"text": spanish_text(rng)}, ensure_ascii=False) for _ in range(4)]
+    lines.insert(2, '{"text": "sin cerrar')  # malformed record
+    # near-duplicate of guia.txt: one word changed
+    lines.append(json.dumps({"text": original.replace("además", "también", 1)}, ensure_ascii=False))
+    (b / "mensajes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with gzip.open(b / "archivo.txt.gz", "wt", encoding="utf-8") as f:
+        f.write(spanish_text(rng))
+    data = gzip.compress(spanish_text(rng).encode())
+    (b / "roto.txt.gz").write_bytes(data[: len(data) // 2])  # truncated gzip
+    return {"read_rejects": 2, "langid": 1, "near_duplicate": 1}
+
+
+def add_shard(root: Path, name: str, seed: int = 1, docs: int = 3) -> Path:
+    rng = random.Random(seed)
+    d = root / name
+    d.mkdir(parents=True)
+    for i in range(docs):
+        (d / f"doc{i}.txt").write_text(spanish_text(rng), encoding="utf-8")
+    return d

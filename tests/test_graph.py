@@ -1,0 +1,141 @@
+"""The data half of the graph on a two-shard corpus, in a real Dagster instance under a
+temporary home: materialize, checks, exactly-once, re-run is cached, a new shard."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from tests.factory import add_shard, write_two_shards
+from yunque import env
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
+    h = env.use_home(tmp_path / "home")
+    yield h
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    root = tmp_path / "corpus"
+    expected = write_two_shards(root)
+    return root, expected
+
+
+def test_whole_data_graph(home, corpus):
+    from assets.runner import run_graph
+
+    root, expected = corpus
+    summary = run_graph(str(root))
+    assert summary.ok, [r for r in summary.runs if not r["ok"]]
+    assert sorted(summary.shards) == ["foro", "manuales"]
+
+    kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
+    rejected = pl.read_parquet(f"{home}/data/rejected_documents/*/*.parquet")
+    for col in ("doc_id", "shard", "source", "text", "lang", "lang_score"):
+        assert col in kept.columns
+    for col in ("doc_id", "shard", "source", "stage", "reason"):
+        assert col in rejected.columns
+    assert set(kept["lang"]) == {"es"}
+    # every record read is accounted for exactly once: 9 files in manuales, 6 jsonl records
+    # + 2 gz files in foro
+    assert kept.height + rejected.height == 9 + 6 + 2
+    assert kept["doc_id"].n_unique() + rejected["doc_id"].n_unique() == kept.height + rejected.height
+    reasons = dict(zip(*rejected.group_by("reason").len().sort("reason").to_dict().values()))
+    assert reasons.get("malformed_json") == 1 and reasons.get("decompress_error") == 1
+    assert reasons.get("langid:other_language") == expected["langid"]
+    assert reasons.get("near_duplicate") == expected["near_duplicate"]
+    # the planted pair (manuales/guia.txt and the last record of foro/mensajes.jsonl): one
+    # kept, the other rejected as its near-duplicate
+    dup_src = rejected.filter(pl.col("reason") == "near_duplicate")["source"].to_list()
+    pair = {"manuales/guia.txt", "foro/mensajes.jsonl#6"}
+    assert len(dup_src) == 1 and dup_src[0] in pair
+    assert (pair - set(dup_src)) <= set(kept["source"].to_list())
+    # HTML boilerplate is gone from the kept text
+    html = kept.filter(pl.col("source").str.ends_with(".html"))
+    assert html.height == 6
+    assert not any("cookies" in t or "Todos los derechos" in t for t in html["text"])
+
+    instance = dg.DagsterInstance.get()
+    for key in ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "deduped_documents"):
+        mats = instance.fetch_materializations(dg.AssetKey(key), limit=10).records
+        assert {m.partition_key for m in mats} == {"foro", "manuales"}, key
+        md = mats[0].asset_materialization.metadata
+        assert "drops" in md and "documents_in" in md and "bytes_in" in md
+    assert instance.fetch_materializations(dg.AssetKey("dedup_index"), limit=1).records
+    checks = [c for r in summary.runs for c in r["checks"]]
+    assert {"every_document_once", "language_is_pure", "no_near_duplicates_left"} <= {n for n, _ in checks}
+    assert all(p for _, p in checks)
+
+    # Re-running an unchanged corpus does no work: every stage reports a cache hit.
+    again = run_graph(str(root))
+    assert again.ok
+    cached = [m.get("cached") for r in again.runs for m in r["metadata"].values()]
+    assert cached and all(cached)
+
+    # A new shard: only its own signatures are computed; the old shards' stay cached.
+    add_shard(root, "nuevo")
+    third = run_graph(str(root))
+    assert third.ok
+    sig_runs = {r["shard"]: r["metadata"]["minhash_signatures"]["cached"] for r in third.runs
+                if "minhash_signatures" in r["metadata"]}
+    assert sig_runs == {"foro": True, "manuales": True, "nuevo": False}
+    kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
+    assert set(kept["shard"]) == {"foro", "manuales", "nuevo"}
+
+
+def test_select_runs_only_the_selection(home, corpus):
+    from assets.runner import plan, run_graph
+
+    root, _ = corpus
+    phases = plan("key:raw_documents")
+    assert [[k.to_user_string() for k in p.keys] for p in phases] == [["raw_documents"]]
+    summary = run_graph(str(root), select="key:raw_documents")
+    assert summary.ok and len(summary.runs) == 2
+    assert not (home / "data" / "clean_documents").exists()
+    with pytest.raises(ValueError, match="matches no asset"):
+        plan("key:nope")
+
+
+def test_shard_sensor_registers_new_shards(home, tmp_path):
+    from assets.definitions import defs
+    from resources import CorpusStorage
+
+    root = tmp_path / "watched"
+    add_shard(root, "uno")
+    instance = dg.DagsterInstance.get()
+    sensor = defs.get_sensor_def("shard_sensor")
+    resources = {"corpus": CorpusStorage(uri=str(root))}
+    ctx = dg.build_sensor_context(instance=instance, resources=resources)
+    result = sensor(ctx)
+    assert [r.partition_key for r in result.run_requests] == ["uno"]
+    assert result.dynamic_partitions_requests[0].partition_keys == ["uno"]
+    instance.add_dynamic_partitions("shards", ["uno"])
+
+    # nothing new: skipped
+    ctx = dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
+    again = sensor(ctx)
+    assert not again.run_requests and again.skip_reason
+
+    add_shard(root, "dos", seed=5)
+    ctx = dg.build_sensor_context(instance=instance, resources=resources, cursor=again.cursor or result.cursor)
+    third = sensor(ctx)
+    assert [r.partition_key for r in third.run_requests] == ["dos"]
+    assert third.dynamic_partitions_requests[0].partition_keys == ["dos"]
+    assert json.loads(third.cursor).keys() == {"uno", "dos"}
+
+
+def test_definitions_load():
+    from assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    names = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
+                     "dedup_index", "deduped_documents"}
+    assert defs.resolve_job_def("shard_job") is not None
