@@ -29,6 +29,8 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings) -> 
     pending = sorted(set(registered) - set(ready))
     if pending:
         context.log.warning(f"shards without signatures yet, left out of the index: {pending}")
+    if not ready:
+        raise dg.Failure(f"no shard has minhash_signatures yet (registered: {sorted(registered)})")
     stats = dedup_index_stage(store, ready, settings.data_config())
     return stage_result(stats, None, None, path=dg.MetadataValue.path(str(store.dir("dedup_index"))),
                         pending_shards=dg.MetadataValue.json(pending))

@@ -95,6 +95,8 @@ def run_graph(
             summary.runs.append(entry)
             if on_progress:
                 on_progress(names, shard or "(corpus)", entry)
+        if any(not r["ok"] for r in summary.runs if r["phase"] == i):
+            break  # later phases need this one's outputs; the failures say which shard and why
     return summary
 
 
@@ -102,5 +104,7 @@ def _first_error(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             err = event.step_failure_data.error
+            while err.cause is not None:  # the user code's own exception, not Dagster's wrapper
+                err = err.cause
             return f"{event.step_key}: {err.message.strip()}"
     return "run failed"

@@ -89,13 +89,13 @@ def boilerplate_share(texts: list[str]) -> tuple[float, set[str]]:
 def only_in(a: list[str], b: list[str]) -> Counter[str]:
     """Lines of a's output (per document) that appear nowhere in b's output of that document.
 
-    A substring test against b's whole (normalised) text, so a line that b merely wrapped or
-    joined differently does not count as dropped.
+    A substring test against b's whole text with all whitespace removed, so a line that b
+    merely wrapped, joined or spaced differently ("disco sdf" vs "discosdf") does not count.
     """
     out: Counter[str] = Counter()
-    for ta, tb in zip(a, b):
-        flat_b = _canon(tb)
-        out.update(line for line in set(_lines(ta)) if line not in flat_b)
+    for ta, tb in zip(a, b, strict=True):
+        flat_b = _WS.sub("", _canon(tb))
+        out.update(line for line in set(_lines(ta)) if _WS.sub("", line) not in flat_b)
     return out
 
 
@@ -111,7 +111,7 @@ def _show(label: str, counts: Counter[str], n_docs: int, k: int) -> None:
 
 
 def compare_shard(name: str, root: Path, limit: int | None, examples: int) -> dict[str, dict]:
-    paths, pages = load_html(root, limit)
+    _, pages = load_html(root, limit)
     if not pages:
         print(f"\n== {name}: no HTML under {root}, skipped")
         return {}
@@ -137,10 +137,18 @@ def compare_shard(name: str, root: Path, limit: int | None, examples: int) -> di
         )
     a, b = EXTRACTORS
     print(f"  speed ratio {a}/{b}: {stats[a]['docs_per_s'] / stats[b]['docs_per_s']:.1f}x")
-    _show(f"kept by {a}, dropped by {b}", only_in(results[a].texts, results[b].texts),
-          len(pages), examples)
-    _show(f"kept by {b}, dropped by {a}", only_in(results[b].texts, results[a].texts),
-          len(pages), examples)
+    _show(
+        f"kept by {a}, dropped by {b}",
+        only_in(results[a].texts, results[b].texts),
+        len(pages),
+        examples,
+    )
+    _show(
+        f"kept by {b}, dropped by {a}",
+        only_in(results[b].texts, results[a].texts),
+        len(pages),
+        examples,
+    )
     return stats
 
 
@@ -148,13 +156,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, required=True, help="folder with one dir per shard")
     ap.add_argument("--limit", type=int, default=None, help="documents per shard (sampled)")
-    ap.add_argument("--shards", default=",".join(DEFAULT_SHARDS),
-                    help="comma-separated folders under --corpus")
+    ap.add_argument(
+        "--shards", default=",".join(DEFAULT_SHARDS), help="comma-separated folders under --corpus"
+    )
     ap.add_argument("--examples", type=int, default=3, help="example lines of each kind")
     args = ap.parse_args(argv)
 
-    totals = {e: {"docs": 0, "seconds": 0.0, "chars": 0.0, "empty": 0.0, "bp": 0.0}
-              for e in EXTRACTORS}
+    totals = {
+        e: {"docs": 0, "seconds": 0.0, "chars": 0.0, "empty": 0.0, "bp": 0.0} for e in EXTRACTORS
+    }
     for shard in args.shards.split(","):
         for e, s in compare_shard(shard, args.corpus / shard, args.limit, args.examples).items():
             t = totals[e]

@@ -151,7 +151,7 @@ def near_duplicate_sample_pairs(store: DataStore, shards: Sequence[str], cfg: Da
     for s in sorted(shards):
         t = read_table(store.part("minhash_signatures", s), ["doc_id", "signature"])
         keep = [i for i, x in enumerate(t["doc_id"].to_pylist()) if x not in removed]
-        t = t.take(keep)
+        t = t.take(pa.array(keep, pa.int64()))
         ids += t["doc_id"].to_pylist()
         if t.num_rows:
             sigs.append(_signatures(t, d.num_perm))

@@ -69,7 +69,7 @@ def _download(package: str, workdir: Path) -> Path:
     """`apt-get download` into `workdir` (needs apt lists, not root); returns the .deb."""
     apt = _require("apt-get", "apt")
     proc = subprocess.run(
-        [apt, "download", "-q", package], cwd=workdir, capture_output=True, text=True
+        [apt, "download", "-q", package], cwd=workdir, capture_output=True, text=True, check=False
     )
     debs = sorted(workdir.glob(f"{package}_*.deb"))
     if proc.returncode != 0 or not debs:
@@ -79,20 +79,18 @@ def _download(package: str, workdir: Path) -> Path:
             if "Unable to locate" in err or "has no installation candidate" in err
             else "check the network and apt sources (`sudo apt-get update`)"
         )
-        raise SampleFetchError(
-            f"`apt-get download {package}` failed ({hint}).\n{err}\n{_OWN_DATA}"
-        )
+        raise SampleFetchError(f"`apt-get download {package}` failed ({hint}).\n{err}\n{_OWN_DATA}")
     return debs[-1]
 
 
 def _unpack(deb: Path, root: Path) -> str:
     """`dpkg -x` (plain extraction, no root, no maintainer scripts); returns the version."""
     dpkg = _require("dpkg", "dpkg")
-    _require("dpkg-deb", "dpkg")  # `dpkg -x` delegates to dpkg-deb
+    dpkg_deb = _require("dpkg-deb", "dpkg")  # `dpkg -x` delegates to dpkg-deb
     try:
         subprocess.run([dpkg, "-x", str(deb), str(root)], check=True, capture_output=True)
         version = subprocess.run(
-            ["dpkg-deb", "-f", str(deb), "Version"], check=True, capture_output=True, text=True
+            [dpkg_deb, "-f", str(deb), "Version"], check=True, capture_output=True, text=True
         ).stdout.strip()
     except subprocess.CalledProcessError as e:
         raise SampleFetchError(f"`dpkg -x {deb.name}` failed: {e.stderr!r}") from e
@@ -113,9 +111,13 @@ def _regular_files(base: Path, suffixes: Iterable[str]) -> list[Path]:
     )
 
 
+def _package_dir(root: Path, rel: str) -> Path:
+    if not (root / rel).is_dir():
+        raise SampleFetchError(f"expected /{rel} in the package; has its layout changed?")
+    return root / rel
+
+
 def _copy_tree(base: Path, out: Path, suffixes: Sequence[str], progress: bool, desc: str) -> int:
-    if not base.is_dir():
-        raise SampleFetchError(f"expected {base} in the package; has its layout changed?")
     files = _regular_files(base, suffixes)
     for src in tqdm(files, desc=desc, unit="file", disable=not progress):
         target = out / src.relative_to(base)
@@ -127,7 +129,9 @@ def _copy_tree(base: Path, out: Path, suffixes: Sequence[str], progress: bool, d
 def _html_builder(base: str, package: str) -> Callable[[Path, Path, bool], int]:
     def build(root: Path, out: Path, progress: bool) -> int:
         # Only HTML: images, CSS, JS, the PDF and the .ods examples carry no prose.
-        return _copy_tree(root / base, out, (".html", ".htm"), progress, f"copy {package}")
+        return _copy_tree(
+            _package_dir(root, base), out, (".html", ".htm"), progress, f"copy {package}"
+        )
 
     return build
 
@@ -147,18 +151,21 @@ def _decode(raw: bytes) -> str:
 
 
 def split_fortunes(raw: bytes) -> list[str]:
-    """Records of a fortune file (separated by a line holding only "%"), decoded per record
-    so that one Latin-1 record in a UTF-8 file does not garble the rest."""
-    raw = raw.replace(b"\r\n", b"\n")
-    records = (b"\n" + raw + b"\n").split(b"\n%\n")
-    texts = (_decode(r).strip("\n").rstrip() for r in records)
+    """Records of a fortune file: text between lines that hold only "%" (what strfile
+    splits on, i.e. "\n%\n", also when two separators are adjacent). Each record is decoded
+    on its own, so one Latin-1 record in a UTF-8 file does not garble the others."""
+    records: list[list[bytes]] = [[]]
+    for line in raw.split(b"\n"):
+        if line.rstrip(b"\r") == b"%":
+            records.append([])
+        else:
+            records[-1].append(line.rstrip(b"\r"))
+    texts = (_decode(b"\n".join(r)).strip("\n").rstrip() for r in records)
     return [t for t in texts if t.strip()]
 
 
 def _build_fortunes(root: Path, out: Path, progress: bool) -> int:
-    base = root / "usr/share/games/fortunes/es"
-    if not base.is_dir():
-        raise SampleFetchError(f"expected {base} in fortunes-es; has its layout changed?")
+    base = _package_dir(root, "usr/share/games/fortunes/es")
     files = [
         p
         for p in _regular_files(base, ("",))
@@ -171,8 +178,7 @@ def _build_fortunes(root: Path, out: Path, progress: bool) -> int:
         records = split_fortunes(src.read_bytes())
         name = src.name.replace(".fortunes", "") or src.name  # varios.fortunes-pre -> varios-pre
         with open(out / f"{name}.jsonl", "w", encoding="utf-8") as f:
-            for text in records:
-                f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+            f.writelines(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in records)
         docs += len(records)
     return docs
 
@@ -187,6 +193,7 @@ def render_man_page(source: str, groff: str = "groff", timeout: float = 60) -> s
         [groff, "-K", "utf8", "-t", "-Tutf8", "-man", "-rHY=0", "-P-cbou"],
         input=(".ad l\n" + source).encode("utf-8"),
         capture_output=True,
+        check=False,  # the exit status is turned into a message below
         timeout=timeout,
         env={**os.environ, "GROFF_NO_SGR": "1", "LC_ALL": "C.UTF-8"},
     )
@@ -201,9 +208,7 @@ def render_man_page(source: str, groff: str = "groff", timeout: float = 60) -> s
 
 def _build_manpages(root: Path, out: Path, progress: bool) -> int:
     groff = _require("groff", "groff")
-    base = root / "usr/share/man/es"
-    if not base.is_dir():
-        raise SampleFetchError(f"expected {base} in manpages-es; has its layout changed?")
+    base = _package_dir(root, "usr/share/man/es")
     pages = _regular_files(base, (".gz",))
 
     def render(src: Path) -> bool:
@@ -227,8 +232,15 @@ def _build_manpages(root: Path, out: Path, progress: bool) -> int:
     # Threads are enough: each one waits on its own groff process.
     with ThreadPoolExecutor(max_workers=RENDER_WORKERS) as pool:
         results = pool.map(render, pages)
-        done = sum(tqdm(results, total=len(pages), desc="render manpages-es", unit="page",
-                        disable=not progress))
+        done = sum(
+            tqdm(
+                results,
+                total=len(pages),
+                desc="render manpages-es",
+                unit="page",
+                disable=not progress,
+            )
+        )
     return done
 
 
@@ -250,11 +262,7 @@ def _shard_stats(shard: Path) -> tuple[int, int]:
 
 
 def _build_shard(package: str, dest: Path, progress: bool) -> dict:
-    builder = BUILDERS.get(package)
-    if builder is None:
-        raise SampleFetchError(
-            f"no sample builder for package {package!r}; known: {sorted(BUILDERS)}"
-        )
+    builder = BUILDERS[package]
     t0 = time.perf_counter()
     for stale in dest.glob(f".tmp-{package}-*"):  # left by a killed run
         shutil.rmtree(stale, ignore_errors=True)
@@ -296,6 +304,9 @@ def fetch_sample(
     Raises SampleFetchError with the fix (what to install or run) when a tool is missing or
     a download fails.
     """
+    unknown = [p for p in packages if p not in BUILDERS]
+    if unknown:
+        raise SampleFetchError(f"no sample builder for {unknown}; known: {sorted(BUILDERS)}")
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     todo = [p for p in packages if not (dest / p / MARKER).is_file()]

@@ -105,7 +105,7 @@ def clean_stage(store: DataStore, shard: str, cfg: DataConfig, progress: bool = 
     cleaned = raw.set_column(raw.schema.get_field_index("text"), "text", pa.array(out, pa.string()))
     kept = cleaned.filter(pa.array(keep))
     dropped_idx = [i for i, k in enumerate(keep) if not k]
-    dropped = raw.take(dropped_idx)  # reject with the original text: nothing is lost
+    dropped = raw.take(pa.array(dropped_idx, pa.int64()))  # reject with the original text: nothing is lost
     reasons = ["empty_after_extraction"] * len(dropped_idx)
     details = [f"{s}: no text left after {'HTML extraction' if f == 'html' else 'normalisation'}"
                for s, f in zip(dropped["source"].to_pylist(), dropped["format"].to_pylist())]
@@ -153,7 +153,7 @@ def filter_stage(store: DataStore, shard: str, cfg: DataConfig, progress: bool =
     table = table.append_column("lang_score", pa.array([s for _, s in langs], pa.float32()))
     kept = table.filter(keep)
     drop_idx = [i for i, r in enumerate(reasons) if r is not None]
-    dropped = clean.take(drop_idx)
+    dropped = clean.take(pa.array(drop_idx, pa.int64()))
     drop_reasons = [reasons[i] for i in drop_idx]
     rej = rejections_table([
         Rejection(d, shard, s, r.split(":")[0] if r.startswith("langid") else "filter", r, details[i], t)

@@ -8,29 +8,29 @@ import json
 import random
 from pathlib import Path
 
-SUBJECTS = ["el administrador", "la red local", "el servidor de correo", "nuestra empresa", "el usuario",
-            "la biblioteca municipal", "el equipo de desarrollo", "la universidad", "el sistema operativo",
-            "la comunidad", "el paquete nuevo", "la documentación", "el núcleo", "la oficina central"]
-VERBS = ["configura", "actualiza", "revisa", "describe", "necesita", "publica", "mantiene", "instala",
-         "comparte", "explica", "protege", "organiza", "traduce", "prueba"]
-OBJECTS = ["los archivos de registro", "una copia de seguridad", "el cortafuegos", "las cuentas de los alumnos",
-           "un manual en español", "los permisos del directorio", "la lista de paquetes", "el servicio de nombres",
-           "una política de contraseñas", "el calendario de tareas", "las impresoras compartidas",
-           "el espejo de réplica", "los informes mensuales", "la página de ayuda"]
-TAILS = ["antes de cada actualización", "con mucho cuidado", "para que todo funcione bien", "durante la noche",
-         "cuando llega una versión estable", "según las normas de la casa", "sin interrumpir el trabajo",
-         "cada semana", "en el centro de datos", "con ayuda de un voluntario", "desde hace varios años",
-         "porque los clientes lo piden", "y lo anota en el registro", "con las herramientas de siempre"]
+WORDS = ("casa tiempo trabajo sistema servidor archivo usuario equipo programa red correo ciudad escuela "
+         "biblioteca oficina empresa proyecto comunidad versión paquete manual página lista registro "
+         "permiso directorio copia seguridad política contraseña calendario tarea impresora informe "
+         "ayuda herramienta núcleo memoria disco pantalla teclado ventana menú opción mensaje respuesta "
+         "pregunta problema solución idea historia mundo país gobierno ley derecho salud médico hospital "
+         "alumno profesor clase curso libro autor lector palabra idioma texto capítulo sección ejemplo "
+         "nuevo viejo grande pequeño rápido lento fácil difícil seguro libre público privado local "
+         "configura actualiza revisa describe necesita publica mantiene instala comparte explica protege "
+         "organiza traduce prueba escribe lee guarda abre cierra busca encuentra cambia mejora usa crea "
+         "siempre nunca también además después antes ahora luego pronto mañana tarde noche semana año").split()
+STOP = "de la que el en y a los del se las por un para con no una su al lo como más pero sus le ya o".split()
 
 
-def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 3) -> str:
+def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 4) -> str:
+    """Random Spanish words with stop words mixed in: passes the quality rules (no
+    repeated n-grams, enough stop words, sentences ending in a full stop) and fastText
+    labels it Spanish with high confidence."""
     paras = []
     for _ in range(paragraphs):
         s = []
         for _ in range(sentences):
-            sent = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)}"
-            if rng.random() < 0.5:
-                sent += f", y además {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)}"
+            words = [rng.choice(STOP) if rng.random() < 0.4 else rng.choice(WORDS) for _ in range(rng.randint(10, 18))]
+            sent = " ".join(words)
             s.append(sent[0].upper() + sent[1:] + ".")
         paras.append(" ".join(s))
     return "\n\n".join(paras)

@@ -43,9 +43,9 @@ def test_whole_data_graph(home, corpus):
     for col in ("doc_id", "shard", "source", "stage", "reason"):
         assert col in rejected.columns
     assert set(kept["lang"]) == {"es"}
-    # every record read is accounted for exactly once: 9 files in manuales, 6 jsonl records
+    # every record read is accounted for exactly once: 10 files in manuales, 6 jsonl records
     # + 2 gz files in foro
-    assert kept.height + rejected.height == 9 + 6 + 2
+    assert kept.height + rejected.height == 10 + 6 + 2
     assert kept["doc_id"].n_unique() + rejected["doc_id"].n_unique() == kept.height + rejected.height
     reasons = dict(zip(*rejected.group_by("reason").len().sort("reason").to_dict().values()))
     assert reasons.get("malformed_json") == 1 and reasons.get("decompress_error") == 1

@@ -18,7 +18,7 @@ def _fetch(dest: Path) -> int:
         print(f"yunque fetch-sample: {e}", file=sys.stderr)
         return 2
     print(f"sample corpus in {dest}:")
-    for shard, info in summary.items():
+    for shard, info in summary["shards"].items():
         print(f"  {shard}: {info}")
     return 0
 

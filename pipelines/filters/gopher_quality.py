@@ -103,11 +103,14 @@ class GopherQuality:
                     return False, f"{NAME}:ellipsis_lines_ratio"
 
         # Config name kept from datatrove: the rule is "at least this share of words has a
-        # letter". Wholly alphabetic tokens are counted in C; the rest (numbers, symbols,
-        # mixed tokens) one by one.
+        # letter". Wholly alphabetic tokens are counted in C, symbols have no letter, and
+        # the few remaining tokens are looked at one by one.
         if n_words and cfg.max_non_alpha_words_ratio is not None:
             n_alpha = sum(map(str.isalpha, words))
-            n_alpha += sum(map(_has_alpha, filterfalse(str.isalpha, words)))
+            # Other tokens with a letter are alphanumeric ones that are not plain numbers
+            # ("mp3", "x86"), or non-alphanumeric ones with a letter ("foo_bar").
+            mixed = filterfalse(str.isdecimal, filterfalse(str.isalpha, filter(str.isalnum, words)))
+            n_alpha += sum(map(_has_alpha, mixed)) + sum(map(_has_alpha, content_rest))
             if n_alpha / n_words < cfg.max_non_alpha_words_ratio:
                 return False, f"{NAME}:alpha_words_ratio"
 

@@ -4,25 +4,23 @@ Rules, in datatrove's order (first failure wins); character fractions divide by 
   dup_para_frac / dup_para_char_frac   paragraphs (blank-line separated) equal to an earlier one
   dup_line_frac / dup_line_char_frac   lines equal to an earlier one
   top_{n}_gram      characters of the most frequent word n-gram (n = 2, 3, 4) times its count
+                    (for a short text even a single n-gram can exceed the fraction)
   dup_{n}_gram      characters inside repeated word n-grams (n = 5 .. 10), counted greedily
 
-Speed, without changing results:
-  * n-grams are tuples of tokens (C-level `zip`, hashes of the words are cached), not
-    joined strings;
-  * the greedy duplicate scan only visits positions whose n-gram occurs more than once
-    anywhere: at every other position datatrove's loop just records the n-gram (which
-    no later position can match) and moves on;
-  * if no 5-gram repeats, no longer n-gram can, so n = 6 .. 10 are skipped.
-Deliberate difference: datatrove keys the duplicate n-grams by "".join(words), so ("ab", "c")
-and ("a", "bc") collide; tuples do not. Character counts are the same (word lengths, no
+The n-gram rules dominate the cost of all four filters; datatrove builds every n-gram as a
+joined string and counts them in Python, per n. `NgramIndex` gets the same numbers with
+exact integer keys and numpy, visiting only n-grams that can repeat.
+Deliberate difference: datatrove keys duplicate n-grams by "".join(words), so ("ab", "c")
+and ("a", "bc") collide; here they do not. Character counts are the same (word lengths, no
 separators) as datatrove's.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from itertools import accumulate, compress
-from operator import itemgetter
+from itertools import accumulate
+from typing import NamedTuple
+
+import numpy as np
 
 from pipelines.config import GopherRepetitionConfig
 from pipelines.filters.text import TextView, duplicate_stats
@@ -45,49 +43,103 @@ def rules(cfg: GopherRepetitionConfig = _DEFAULT) -> tuple[str, ...]:
 
 
 REASONS = tuple(f"{NAME}:{r}" for r in rules())
-_COUNT = itemgetter(1)
 
 
-def ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
-    return list(zip(*(words[i:] for i in range(n))))
+class NgramIndex:
+    """The repeated word n-grams of one document, built level by level.
 
-
-def top_ngram_chars(words: list[str], n: int) -> int:
-    """len(" ".join(g)) * count for the most frequent n-gram g; ties go to the n-gram seen
-    first (Counter keeps insertion order and max() returns the first maximum, which is
-    what datatrove's `most_common(1)` picks). 0 if there are fewer than n words."""
-    counts = Counter(zip(*(words[i:] for i in range(n))))
-    if not counts:
-        return 0
-    gram, count = max(counts.items(), key=_COUNT)
-    return (sum(map(len, gram)) + n - 1) * count
-
-
-def duplicate_ngram_chars(words: list[str], n: int, prefix: list[int]) -> int:
-    """Characters (word lengths, no separators) in n-grams that repeat an earlier n-gram,
-    scanning left to right and jumping past each repeat, as datatrove does.
-
-    `prefix[i]` is the total length of words[:i].
+    Words get integer ids; the n-gram at position i is identified by the pair
+    (class of the (n-1)-gram at i, id of word i + n - 1), packed into one int64 and ranked
+    with `np.unique`, whose ranks are the classes of level n. No hashing, so no collisions.
+    An n-gram can only repeat where its (n-1)-gram repeats, so level n only looks at the
+    positions kept by level n-1 (a small part of most documents), and its counts are still
+    exact: every occurrence of a repeated n-gram is among those positions.
     """
-    grams = ngrams(words, n)
-    counts = Counter(grams)
-    if len(counts) == len(grams):
-        return 0
-    # Positions whose n-gram occurs more than once (all C-level: map/compress).
-    candidates = compress(range(len(grams)), map((1).__lt__, map(counts.__getitem__, grams)))
-    seen: set[tuple[str, ...]] = set()
-    repeated = 0
-    resume = 0  # the scan continues here after jumping over a repeat
-    for i in candidates:
-        if i < resume:
-            continue
-        gram = grams[i]
-        if gram in seen:
-            repeated += prefix[i + n] - prefix[i]
-            resume = i + n
+
+    def __init__(self, words: list[str]) -> None:
+        n_words = len(words)
+        vocab = dict.fromkeys(words)  # distinct words in first-seen order, built in C
+        self.vocab_size = max(len(vocab), 1)
+        vocab = dict(zip(vocab, range(len(vocab))))
+        self.ids = np.fromiter(map(vocab.__getitem__, words), np.int64, n_words)
+        self.n_words = n_words
+        # prefix[i] = total length of words[:i] (datatrove's len("".join(words[:i])))
+        self.prefix = list(accumulate(map(len, words), initial=0))
+        # Level 1: positions of words that occur more than once, classed by word id. Ids
+        # follow first occurrence, so the smallest id among the most frequent words is
+        # the one seen first.
+        counts = np.bincount(self.ids, minlength=1)
+        top = None
+        if n_words and counts.max() > 1:
+            top_id = int(np.flatnonzero(counts == counts.max())[0])
+            top = (int(counts[top_id]), int(np.argmax(self.ids == top_id)))
+        positions = np.flatnonzero(counts[self.ids] > 1)
+        self._levels: dict[int, _Level] = {1: _Level(positions, self.ids[positions], top)}
+
+    def level(self, n: int) -> _Level:
+        found = self._levels.get(n)
+        if found is not None:
+            return found
+        prev = self.level(n - 1)
+        last = self.n_words - n  # last position where an n-gram starts
+        positions = prev.positions[: np.searchsorted(prev.positions, last, side="right")]
+        if len(positions) < 2:
+            level = _Level(positions[:0], positions[:0], None)
         else:
-            seen.add(gram)
-    return repeated
+            cut = prev.classes[: len(positions)]
+            # classes < len(positions) and ids < vocab_size, both at most n_words: no overflow.
+            keys = cut * self.vocab_size + self.ids[positions + (n - 1)]
+            _, first, classes, counts = np.unique(
+                keys, return_index=True, return_inverse=True, return_counts=True
+            )
+            top_count = int(counts.max())
+            if top_count < 2:
+                level = _Level(positions[:0], positions[:0], None)
+            else:
+                # Most frequent n-gram, ties to the one seen first (np.unique's first
+                # indices come from a stable sort), as datatrove's Counter.most_common(1).
+                top_pos = int(positions[first[counts == top_count].min()])
+                keep = counts[classes] > 1
+                level = _Level(positions[keep], classes[keep], (top_count, top_pos))
+        self._levels[n] = level
+        return level
+
+    def top_chars(self, n: int) -> int:
+        """len(" ".join(g)) * count for the most frequent n-gram g (the first n-gram, once,
+        when none repeats); 0 if there are fewer than n words."""
+        if self.n_words < n:
+            return 0
+        top = self.level(n).top
+        count, i = top if top is not None else (1, 0)
+        return (self.prefix[i + n] - self.prefix[i] + n - 1) * count
+
+    def duplicate_chars(self, n: int) -> int:
+        """Characters (word lengths, no separators) in n-grams that repeat an earlier
+        n-gram, scanning left to right and jumping past each repeat, as datatrove does.
+        Only positions of repeated n-grams are visited: at any other position datatrove's
+        loop records an n-gram that no later position can match and moves on."""
+        if self.n_words < n:
+            return 0
+        level = self.level(n)
+        prefix = self.prefix
+        seen: set[int] = set()
+        repeated = 0
+        resume = 0  # the scan continues here after jumping over a repeat
+        for i, cls in zip(level.positions.tolist(), level.classes.tolist()):
+            if i < resume:
+                continue
+            if cls in seen:
+                repeated += prefix[i + n] - prefix[i]
+                resume = i + n
+            else:
+                seen.add(cls)
+        return repeated
+
+
+class _Level(NamedTuple):
+    positions: np.ndarray  # sorted positions whose n-gram occurs more than once
+    classes: np.ndarray  # the n-gram's class at each of those positions
+    top: tuple[int, int] | None  # (count, first position) of the most frequent n-gram
 
 
 class GopherRepetition:
@@ -117,21 +169,11 @@ class GopherRepetition:
         if cfg.dup_line_char_frac is not None and dup_chars / n_chars > cfg.dup_line_char_frac:
             return False, f"{NAME}:dup_line_char_frac"
 
-        words = view.words
+        index = NgramIndex(view.words)
         for n, frac in self.top_n:
-            if top_ngram_chars(words, n) / n_chars > frac:
+            if index.top_chars(n) / n_chars > frac:
                 return False, f"{NAME}:top_{n}_gram"
-
-        if self.dup_n:
-            prefix = list(accumulate(map(len, words), initial=0))
-            unique_from = len(words) + 1  # every n-gram at least this long occurs once
-            for n, frac in self.dup_n:
-                if n >= unique_from:
-                    continue
-                repeated = duplicate_ngram_chars(words, n, prefix)
-                if repeated / n_chars > frac:
-                    return False, f"{NAME}:dup_{n}_gram"
-                if repeated == 0:
-                    # No n-gram repeats, so no longer one can (it would contain a repeat).
-                    unique_from = min(unique_from, n)
+        for n, frac in self.dup_n:
+            if index.duplicate_chars(n) / n_chars > frac:
+                return False, f"{NAME}:dup_{n}_gram"
         return True, None

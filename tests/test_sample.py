@@ -1,0 +1,195 @@
+"""Sample corpus builder: fortune splitting, man page rendering, error messages, idempotence.
+
+Nothing here touches the network: `apt-get` is either absent from PATH or a tiny stand-in
+script that copies a .deb the test built with `dpkg-deb --build`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pipelines import sample
+from pipelines.sample import SampleFetchError, fetch_sample, render_man_page, split_fortunes
+
+needs_groff = pytest.mark.skipif(shutil.which("groff") is None, reason="groff not installed")
+needs_dpkg = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb not installed")
+
+MAN_PAGE = r""".\" -*- coding: UTF-8 -*-
+.TH SALUDO 1 "2024" "Yunque" "Órdenes de usuario"
+.SH NOMBRE
+saludo \- imprime un saludo en español
+.SH DESCRIPCIÓN
+.B saludo
+escribe «¡Hola, España!» en la salida estándar. Esta línea es deliberadamente larga para
+que groff tenga que partirla en varias líneas; nunca debería cortar palabras como
+internacionalización o configuración con guiones.
+.TP
+.BR \-v ", " \-\-verbose
+muestra \fImás\fP información.
+"""
+
+
+def test_split_fortunes_records_and_separators() -> None:
+    raw = b"Primera frase.\n\t\t-- Autor\n%\nSegunda\nen dos l\xc3\xadneas.\n%\n%\n\n%\n"
+    assert split_fortunes(raw) == [
+        "Primera frase.\n\t\t-- Autor",
+        "Segunda\nen dos líneas.",
+    ]
+    # A leading "%" line and CRLF line endings do not create empty or broken records.
+    assert split_fortunes(b"%\r\nuno\r\n%\r\ndos") == ["uno", "dos"]
+
+
+def test_split_fortunes_mixed_encodings_become_valid_utf8() -> None:
+    utf8 = "El niño comió piñones.".encode()
+    latin1 = "La cigüeña voló a España.".encode("latin-1")
+    cp1252 = "Dijo “basta” – y se fue.".encode("cp1252")
+    records = split_fortunes(b"\n%\n".join([utf8, latin1, cp1252]))
+    assert records == [
+        "El niño comió piñones.",
+        "La cigüeña voló a España.",
+        "Dijo “basta” – y se fue.",
+    ]
+    for r in records:
+        r.encode("utf-8")  # strict: no surrogates
+
+
+def _fortunes_root(root: Path) -> None:
+    base = root / "usr/share/games/fortunes/es"
+    (base / "off").mkdir(parents=True)
+    (base / "vida.fortunes").write_bytes("Vivir es fácil.\n%\nO no.\n".encode("latin-1"))
+    (base / "vida.fortunes.dat").write_bytes(b"\x00\x00\x00\x02binary")
+    os.symlink("vida.fortunes", base / "vida.fortunes.u8")  # alias: not a second shard file
+    (base / "varios.fortunes-pre").write_text("Antes.\n", encoding="utf-8")
+    (base / "off/varios.fortunes").write_text("Rot13 grkg.\n%\nZnf.\n", encoding="utf-8")
+
+
+def test_fortunes_builder_skips_dat_symlinks_and_off(tmp_path: Path) -> None:
+    _fortunes_root(tmp_path / "root")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert sample._build_fortunes(tmp_path / "root", out, progress=False) == 3
+    assert sorted(p.name for p in out.iterdir()) == ["varios-pre.jsonl", "vida.jsonl"]
+    lines = (out / "vida.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["text"] for line in lines] == ["Vivir es fácil.", "O no."]
+
+
+@needs_groff
+def test_render_man_page_plain_utf8() -> None:
+    text = render_man_page(MAN_PAGE)
+    assert "NOMBRE" in text and "DESCRIPCIÓN" in text
+    assert "«¡Hola, España!»" in text
+    assert "-v, --verbose" in text and "más información" in text
+    assert "\b" not in text and "\x1b" not in text  # no overstrike, no SGR escapes
+    assert "internacionalización" in text and "configuración" in text  # no hyphenation
+    # Left-aligned, not justified: no padding runs between words inside the paragraph.
+    paragraph = text.split("DESCRIPCIÓN")[1].split("-v, --verbose")[0]
+    assert not re.search(r"[^\s.]  +\S", paragraph), paragraph
+
+
+@needs_groff
+def test_manpages_builder_renders_skips_aliases_and_bad_pages(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    man1 = tmp_path / "root/usr/share/man/es/man1"
+    man1.mkdir(parents=True)
+    (man1 / "saludo.1.gz").write_bytes(gzip.compress(MAN_PAGE.encode()))
+    os.symlink("saludo.1.gz", man1 / "hola.1.gz")
+    (man1 / "roto.1.gz").write_bytes(b"this is not gzip")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert sample._build_manpages(tmp_path / "root", out, progress=False) == 1
+    assert [p.name for p in (out / "man1").iterdir()] == ["saludo.1.txt"]
+    assert "skipping man page man1/roto.1" in caplog.text
+
+
+def test_missing_apt_get_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(SampleFetchError) as err:
+        fetch_sample(tmp_path / "corpus", progress=False)
+    msg = str(err.value)
+    assert "apt-get" in msg and "apt-get install apt" in msg
+    assert "yunque run --corpus DIR" in msg
+
+
+def test_missing_groff_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = {name: shutil.which(name) for name in ("apt-get", "dpkg")}
+    if not all(real.values()):
+        pytest.skip("apt-get/dpkg not installed")
+    # apt-get and dpkg are reachable, groff is not: the check fails before any download.
+    bindir = _fake_bin(tmp_path, {n: f'exec "{p}" "$@"' for n, p in real.items()})
+    monkeypatch.setenv("PATH", str(bindir))
+    with pytest.raises(SampleFetchError, match="apt-get install groff"):
+        fetch_sample(tmp_path / "corpus", packages=["manpages-es"], progress=False)
+
+
+def _fake_bin(tmp_path: Path, scripts: dict[str, str]) -> Path:
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir(exist_ok=True)
+    for name, body in scripts.items():
+        path = bindir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return bindir
+
+
+def test_unknown_package_is_rejected_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(SampleFetchError, match="no sample builder"):
+        fetch_sample(tmp_path / "corpus", packages=["emacs"], progress=False)
+
+
+def test_download_failure_tells_to_run_apt_get_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bindir = _fake_bin(
+        tmp_path, {"apt-get": 'echo "E: Unable to locate package $3" >&2; exit 100', "dpkg": ""}
+    )
+    monkeypatch.setenv("PATH", str(bindir))
+    with pytest.raises(SampleFetchError, match=r"apt-get update") as err:
+        fetch_sample(tmp_path / "corpus", packages=["fortunes-es"], progress=False)
+    assert "Unable to locate package fortunes-es" in str(err.value)
+    assert not [p for p in (tmp_path / "corpus").iterdir()]  # no half shard, no temp dir
+
+
+@needs_dpkg
+def test_builds_shard_from_deb_then_is_idempotent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real (tiny) fortunes-es .deb, served by a stand-in `apt-get download`.
+    pkg = tmp_path / "pkg"
+    _fortunes_root(pkg)
+    (pkg / "DEBIAN").mkdir()
+    (pkg / "DEBIAN/control").write_text(
+        "Package: fortunes-es\nVersion: 9.9-1\nArchitecture: all\n"
+        "Maintainer: Test <t@example.org>\nDescription: test\n"
+    )
+    deb = tmp_path / "fortunes-es_9.9-1_all.deb"
+    subprocess.run(["dpkg-deb", "--build", str(pkg), str(deb)], check=True, capture_output=True)
+    bindir = _fake_bin(tmp_path, {"apt-get": f'cp "{deb}" .'})
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+    dest = tmp_path / "corpus"
+    summary = fetch_sample(dest, packages=["fortunes-es"], progress=False)
+    shard = summary["shards"]["fortunes-es"]
+    assert shard["cached"] is False and shard["version"] == "9.9-1"
+    assert (shard["files"], shard["documents"]) == (2, 3)
+    assert sorted(p.name for p in dest.iterdir()) == ["fortunes-es"]  # temp dir is gone
+    assert (dest / "fortunes-es" / sample.MARKER).is_file()
+
+    # Second run: no tools needed at all, the marker is trusted.
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    again = fetch_sample(dest, packages=["fortunes-es"], progress=False)
+    assert again["shards"]["fortunes-es"]["cached"] is True
+    assert again["files"] == 2 and again["bytes"] == summary["bytes"]
