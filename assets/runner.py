@@ -37,8 +37,13 @@ class RunSummary:
 
 def plan(select: str | None) -> list[Phase]:
     graph = defs.resolve_asset_graph()
-    selection = dg.AssetSelection.from_string(select) if select else dg.AssetSelection.all()
-    chosen = selection.resolve(graph)
+    try:
+        selection = dg.AssetSelection.from_string(select) if select else dg.AssetSelection.all()
+        chosen = selection.resolve(graph)
+    except Exception as e:  # the parser raises several error types; the user needs one message
+        if isinstance(e, ValueError) and "matches no asset" in str(e):
+            raise
+        raise ValueError(f"cannot parse asset selection {select!r}: {e}") from e
     if not chosen:
         raise ValueError(f"selection {select!r} matches no asset; assets: "
                          f"{sorted(k.to_user_string() for k in graph.get_all_asset_keys())}")

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-for _name, _value in {
-    "DAGSTER_DISABLE_TELEMETRY": "1",
-    "MLFLOW_DISABLE_TELEMETRY": "true",
-    "DO_NOT_TRACK": "true",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "HF_HUB_OFFLINE": "1",
-}.items():
-    os.environ[_name] = _value
+from yunque import env as _env
+
+_env.apply()  # telemetry off, no hub downloads: the same switches as every entry point
 
 
 @pytest.fixture(scope="session")

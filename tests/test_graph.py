@@ -139,3 +139,24 @@ def test_definitions_load():
     assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
                      "dedup_index", "deduped_documents"}
     assert defs.resolve_job_def("shard_job") is not None
+
+
+def test_graph_on_s3_corpus(home, tmp_path, s3_server, monkeypatch):
+    """The same graph with the corpus under an s3:// prefix on a real S3-protocol server."""
+    import boto3
+
+    from assets.runner import run_graph
+
+    local = tmp_path / "corpus"
+    write_two_shards(local)
+    s3 = boto3.client("s3", endpoint_url=s3_server)
+    s3.create_bucket(Bucket="lake")
+    for path in local.rglob("*"):
+        if path.is_file():
+            s3.upload_file(str(path), "lake", f"raw/es/{path.relative_to(local)}")
+    summary = run_graph("s3://lake/raw/es", endpoint_url=s3_server)
+    assert summary.ok, [r for r in summary.runs if not r["ok"]]
+    kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
+    rejected = pl.read_parquet(f"{home}/data/rejected_documents/*/*.parquet")
+    assert kept.height + rejected.height == 18
+    assert kept["source"].str.starts_with("manuales/").any()

@@ -39,7 +39,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from assets.runner import plan, run_graph
 
-    phases = plan(args.select)
+    try:
+        phases = plan(args.select)
+    except ValueError as e:
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 2
     bar = tqdm(desc="materializing", unit="run", total=None, dynamic_ncols=True)
 
     def progress(assets: str, shard: str, entry: dict) -> None:

@@ -79,9 +79,13 @@ class C4:
         min_sentences = cfg.min_num_sentences
 
         kept: list[str] = []
-        # Word count of the kept text, kept up to date from the view's tokens: tokens never
-        # cross a line break, so dropping a line drops exactly that line's tokens.
-        n_words = view.n_words
+        # When the input's word count is known (the Gopher filters ran), keep the count of
+        # the kept text up to date instead of tokenizing it again later: tokens never cross
+        # a line break, so dropping a line drops exactly that line's tokens.
+        n_words = view.known_n_words()
+        track = n_words is not None
+        removed: list[str] = []  # lines dropped (stripped), for the word count
+        edited: list[tuple[str, str]] = []  # (before, after) citation removal, kept lines
         n_sentences = 0
         for raw in units:
             line = raw.strip()
@@ -90,7 +94,7 @@ class C4:
             # A word longer than max_word needs a line longer than max_word.
             if max_word != -1 and len(line) > max_word:
                 if any(len(w) > max_word for w in line.split()):
-                    n_words -= len(WORD_RE.findall(line))
+                    removed.append(line)
                     continue
             original = line
             if check_citations and "[" in line:
@@ -98,25 +102,24 @@ class C4:
             if cfg.filter_no_terminal_punct and (
                 not line.endswith(_END_PUNCTUATION) or line.endswith("...")
             ):
-                n_words -= len(WORD_RE.findall(original))
+                removed.append(original)
                 continue
             if min_words > 0 and len(original.split(None, min_words - 1)) < min_words:
-                n_words -= len(WORD_RE.findall(original))
+                removed.append(original)
                 continue
             low = line.lower() if needs_lower else ""
-            if needs_lower:
-                if check_lorem and "lorem ipsum" in low:
-                    return C4Result(False, f"{NAME}:lorem_ipsum", text, view)
-                if check_js and "javascript" in low:
-                    n_words -= len(WORD_RE.findall(original))
-                    continue
+            if check_lorem and "lorem ipsum" in low:
+                return C4Result(False, f"{NAME}:lorem_ipsum", text, view)
+            if check_js and "javascript" in low:
+                removed.append(original)
+                continue
             if check_curly and "{" in line:
                 return C4Result(False, f"{NAME}:curly_bracket", text, view)
             if policy and any(p in low for p in policy):
-                n_words -= len(WORD_RE.findall(original))
+                removed.append(original)
                 continue
-            if line is not original:
-                n_words += len(WORD_RE.findall(line)) - len(WORD_RE.findall(original))
+            if line is not original:  # re.sub returns its input when nothing matched
+                edited.append((original, line))
             # Only "at least min_sentences" matters, so stop counting once it is reached.
             if n_sentences < min_sentences:
                 n_sentences += count_sentences(line) if cfg.split_paragraph else 1
@@ -128,6 +131,10 @@ class C4:
         out = ("\n" if cfg.split_paragraph else " ").join(kept).strip()
         if out == text:
             return C4Result(True, None, text, view)
-        if not cfg.split_paragraph:
-            return C4Result(True, None, out, TextView(out))
-        return C4Result(True, None, out, TextView.derived(out, n_words))
+        if track:
+            assert n_words is not None
+            count = WORD_RE.findall
+            n_words -= sum(len(count(ln)) for ln in removed)
+            n_words += sum(len(count(after)) - len(count(before)) for before, after in edited)
+            return C4Result(True, None, out, TextView.derived(out, n_words))
+        return C4Result(True, None, out, TextView(out))

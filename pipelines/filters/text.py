@@ -111,9 +111,9 @@ class TextView:
         self._nonblank: list[str] | None = None
 
     @classmethod
-    def derived(cls, text: str, n_words: int) -> TextView:
-        """A view of a text a filter produced by dropping or editing lines (C4) that already
-        knows the new word count, so the text is not tokenized again just to count."""
+    def derived(cls, text: str, n_words: int | None) -> TextView:
+        """A view of a text a filter produced by dropping or editing lines (C4); given the
+        new word count, the text is not tokenized again just to count (FineWeb's need)."""
         view = cls(text)
         view._n_words = n_words
         return view
@@ -123,6 +123,12 @@ class TextView:
         if self._words is None:
             self._words = WORD_RE.findall(self.text)
         return self._words
+
+    def known_n_words(self) -> int | None:
+        """The word count if it is already known (words split or count given), else None."""
+        if self._n_words is None and self._words is not None:
+            self._n_words = len(self._words)
+        return self._n_words
 
     @property
     def n_words(self) -> int:

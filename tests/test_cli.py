@@ -1,0 +1,51 @@
+"""The `yunque` console script as a user runs it: a real subprocess, a real instance."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import polars as pl
+
+from tests.factory import write_two_shards
+
+
+def yunque(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "yunque.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+
+
+def test_run_select_and_outputs(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_two_shards(corpus)
+    home = tmp_path / "home"
+    p = yunque("--home", str(home), "run", "--corpus", str(corpus), "--select", "key:raw_documents")
+    assert p.returncode == 0, p.stderr
+    assert "[foro] raw_documents 8->6" in p.stdout and "[manuales] raw_documents 10->10" in p.stdout
+    assert (home / "dagster" / "dagster.yaml").exists()
+    raw = pl.read_parquet(f"{home}/data/raw_documents/*/*.parquet")
+    assert set(raw["shard"]) == {"foro", "manuales"}
+
+
+def test_bad_selection_is_a_clear_error(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_two_shards(corpus)
+    p = yunque("--home", str(tmp_path / "home"), "run", "--corpus", str(corpus), "--select", "key:nonexistent")
+    assert p.returncode == 2
+    assert "matches no asset" in p.stderr
+
+
+def test_empty_corpus_is_a_clear_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    p = yunque("--home", str(tmp_path / "home"), "run", "--corpus", str(tmp_path / "empty"))
+    assert p.returncode == 2
+    assert "no shards under" in p.stderr
+
+
+def test_fetch_sample_without_apt_says_what_to_do(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    p = yunque("--home", str(tmp_path / "home"), "fetch-sample", env={"PATH": str(bindir)})
+    assert p.returncode == 2
+    assert "apt-get" in p.stderr and "--corpus" in p.stderr
