@@ -30,13 +30,13 @@ from pipelines.filters.text import TextView, tokenize
 
 __all__ = [
     "C4",
+    "REASONS",
     "C4Result",
     "FilterOutcome",
     "FineWeb",
     "GopherQuality",
     "GopherRepetition",
     "QualityFilters",
-    "REASONS",
     "TextView",
     "reasons",
     "stop_words",
@@ -54,7 +54,9 @@ REASONS: tuple[str, ...] = (
 
 def reasons(cfg: FilterConfig) -> tuple[str, ...]:
     """Every reason `QualityFilters(cfg)` can return."""
-    rep = tuple(f"{gopher_repetition.NAME}:{r}" for r in gopher_repetition.rules(cfg.gopher_repetition))
+    rep = tuple(
+        f"{gopher_repetition.NAME}:{r}" for r in gopher_repetition.rules(cfg.gopher_repetition)
+    )
     return (*rep, *gopher_quality.REASONS, *c4.REASONS, *fineweb.REASONS)
 
 

@@ -69,9 +69,7 @@ class C4:
         check_lorem = cfg.filter_lorem_ipsum and "lorem ipsum" in lowered
         check_js = cfg.filter_javascript and "javascript" in lowered
         check_curly = cfg.filter_curly_bracket and "{" in text
-        policy = (
-            tuple(p for p in _POLICY_PHRASES if p in lowered) if cfg.filter_policy else ()
-        )
+        policy = tuple(p for p in _POLICY_PHRASES if p in lowered) if cfg.filter_policy else ()
         needs_lower = check_lorem or check_js or bool(policy)
         check_citations = cfg.remove_citations and "[" in text
         max_word = cfg.max_word_length
@@ -92,10 +90,13 @@ class C4:
             if not line:
                 continue  # no words: the min-words rule would drop it (for any min >= 1)
             # A word longer than max_word needs a line longer than max_word.
-            if max_word != -1 and len(line) > max_word:
-                if any(len(w) > max_word for w in line.split()):
-                    removed.append(line)
-                    continue
+            if (
+                max_word != -1
+                and len(line) > max_word
+                and any(len(w) > max_word for w in line.split())
+            ):
+                removed.append(line)
+                continue
             original = line
             if check_citations and "[" in line:
                 line = _CITATION_RE.sub("", line)

@@ -73,9 +73,7 @@ class GopherQuality:
             return False, f"{NAME}:max_doc_words"
 
         if n_content:  # datatrove: mean of nothing is NaN, which fails no comparison
-            content_chars = (
-                sum(map(len, words)) - sum(map(len, rest)) + sum(map(len, content_rest))
-            )
+            content_chars = sum(map(len, words)) - sum(map(len, rest)) + sum(map(len, content_rest))
             avg_len = content_chars / n_content
             if cfg.min_avg_word_length is not None and avg_len < cfg.min_avg_word_length:
                 return False, f"{NAME}:min_avg_word_length"
@@ -114,8 +112,10 @@ class GopherQuality:
             if n_alpha / n_words < cfg.max_non_alpha_words_ratio:
                 return False, f"{NAME}:alpha_words_ratio"
 
-        if cfg.min_stop_words is not None:
-            if len(self.stop_words.intersection(words)) < cfg.min_stop_words:
-                return False, f"{NAME}:min_stop_words"
+        if (
+            cfg.min_stop_words is not None
+            and len(self.stop_words.intersection(words)) < cfg.min_stop_words
+        ):
+            return False, f"{NAME}:min_stop_words"
 
         return True, None

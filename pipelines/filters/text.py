@@ -99,7 +99,7 @@ class TextView:
     keeps a leading/trailing empty piece), so decisions match.
     """
 
-    __slots__ = ("text", "_words", "_n_words", "_lines", "_line_runs", "_paragraphs", "_nonblank")
+    __slots__ = ("_line_runs", "_lines", "_n_words", "_nonblank", "_paragraphs", "_words", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
