@@ -1,6 +1,5 @@
 import dagster as dg
 
-
 # The per-shard half of the graph (read -> signatures). dedup_index and
 # deduped_documents follow through their eager automation conditions.
 PER_SHARD = ["raw_documents", "clean_documents", "filtered_documents", "minhash_signatures"]

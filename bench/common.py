@@ -5,8 +5,8 @@ from __future__ import annotations
 import glob
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 for _k, _v in {
     "DAGSTER_DISABLE_TELEMETRY": "1",

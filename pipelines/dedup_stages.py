@@ -14,7 +14,13 @@ import numpy as np
 import pyarrow as pa
 
 from pipelines.config import DataConfig
-from pipelines.dedup import drop_lines, estimated_jaccard_pairs, lsh_clusters, paragraph_drops, paragraph_hashes
+from pipelines.dedup import (
+    drop_lines,
+    estimated_jaccard_pairs,
+    lsh_clusters,
+    paragraph_drops,
+    paragraph_hashes,
+)
 from pipelines.documents import Rejection, rejections_table
 from pipelines.minhash import compute_signatures
 from pipelines.stages import FILTERED_SCHEMA, _bytes, _key, upstream_key
@@ -90,7 +96,7 @@ def dedup_index_stage(store: DataStore, shards: Sequence[str], cfg: DataConfig) 
         digests[s] = cache_key(mine_near, mine_para)
     stats = StageStats(
         key=key, docs_in=n, docs_out=n - len(removed), rejected=len(removed),
-        drops={"near_duplicate": int(len(removed))},
+        drops={"near_duplicate": len(removed)},
         extra={"shards": len(upstream), "clusters": clusters.n_clusters,
                "paragraph_docs": len(pd_rows), "paragraphs_removed": sum(len(r[2]) for r in pd_rows),
                "shard_digests": digests, "bands": d.bands, "rows": d.rows},

@@ -22,7 +22,7 @@ def model_path() -> Path:
 
 
 @lru_cache(maxsize=1)
-def _model():  # noqa: ANN202 - fasttext has no type stubs
+def _model():
     import fasttext
 
     # fasttext prints a warning about the deprecated load_model signature to stderr;

@@ -8,17 +8,8 @@ import json
 import random
 from pathlib import Path
 
-WORDS = ("casa tiempo trabajo sistema servidor archivo usuario equipo programa red correo ciudad escuela "
-         "biblioteca oficina empresa proyecto comunidad versión paquete manual página lista registro "
-         "permiso directorio copia seguridad política contraseña calendario tarea impresora informe "
-         "ayuda herramienta núcleo memoria disco pantalla teclado ventana menú opción mensaje respuesta "
-         "pregunta problema solución idea historia mundo país gobierno ley derecho salud médico hospital "
-         "alumno profesor clase curso libro autor lector palabra idioma texto capítulo sección ejemplo "
-         "nuevo viejo grande pequeño rápido lento fácil difícil seguro libre público privado local "
-         "configura actualiza revisa describe necesita publica mantiene instala comparte explica protege "
-         "organiza traduce prueba escribe lee guarda abre cierra busca encuentra cambia mejora usa crea "
-         "siempre nunca también además después antes ahora luego pronto mañana tarde noche semana año").split()
-STOP = "de la que el en y a los del se las por un para con no una su al lo como más pero sus le ya o".split()
+WORDS = ["casa", "tiempo", "trabajo", "sistema", "servidor", "archivo", "usuario", "equipo", "programa", "red", "correo", "ciudad", "escuela", "biblioteca", "oficina", "empresa", "proyecto", "comunidad", "versión", "paquete", "manual", "página", "lista", "registro", "permiso", "directorio", "copia", "seguridad", "política", "contraseña", "calendario", "tarea", "impresora", "informe", "ayuda", "herramienta", "núcleo", "memoria", "disco", "pantalla", "teclado", "ventana", "menú", "opción", "mensaje", "respuesta", "pregunta", "problema", "solución", "idea", "historia", "mundo", "país", "gobierno", "ley", "derecho", "salud", "médico", "hospital", "alumno", "profesor", "clase", "curso", "libro", "autor", "lector", "palabra", "idioma", "texto", "capítulo", "sección", "ejemplo", "nuevo", "viejo", "grande", "pequeño", "rápido", "lento", "fácil", "difícil", "seguro", "libre", "público", "privado", "local", "configura", "actualiza", "revisa", "describe", "necesita", "publica", "mantiene", "instala", "comparte", "explica", "protege", "organiza", "traduce", "prueba", "escribe", "lee", "guarda", "abre", "cierra", "busca", "encuentra", "cambia", "mejora", "usa", "crea", "siempre", "nunca", "también", "además", "después", "antes", "ahora", "luego", "pronto", "mañana", "tarde", "noche", "semana", "año"]
+STOP = ["de", "la", "que", "el", "en", "y", "a", "los", "del", "se", "las", "por", "un", "para", "con", "no", "una", "su", "al", "lo", "como", "más", "pero", "sus", "le", "ya", "o"]
 
 
 def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 4) -> str:

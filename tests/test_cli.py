@@ -12,7 +12,7 @@ from tests.factory import write_two_shards
 
 
 def yunque(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "yunque.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "yunque.cli", *args], check=False, capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=600)
 
 
