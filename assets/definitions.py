@@ -26,10 +26,17 @@ def build_resources(home: str | None = None, corpus: str | None = None, preset: 
     }
 
 
+# On by default: when the shard sensor's runs land new signatures, dedup_index and then
+# deduped_documents follow through their eager automation conditions.
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "data_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+)
+
 defs = dg.Definitions(
     assets=ASSETS,
     asset_checks=CHECKS,
     jobs=[shard_job, dedup_job],
-    sensors=[shard_sensor],
+    sensors=[shard_sensor, automation_sensor],
     resources=build_resources(),
 )

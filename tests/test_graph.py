@@ -160,3 +160,15 @@ def test_graph_on_s3_corpus(home, tmp_path, s3_server, monkeypatch):
     rejected = pl.read_parquet(f"{home}/data/rejected_documents/*/*.parquet")
     assert kept.height + rejected.height == 18
     assert kept["source"].str.starts_with("manuales/").any()
+
+
+def test_automation_follows_new_signatures():
+    """dedup_index and deduped_documents are eager, and the automation sensor that
+    evaluates them is on by default (otherwise sensor-driven shard runs stop halfway)."""
+    from assets.definitions import defs
+
+    sensor = defs.get_sensor_def("data_automation")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    graph = defs.resolve_asset_graph()
+    for key in ("dedup_index", "deduped_documents"):
+        assert graph.get(dg.AssetKey(key)).automation_condition is not None
