@@ -183,7 +183,11 @@ def html_to_text(html: str, extractor: str = "resiliparse") -> str:
         return ""
     try:
         text = _resiliparse(html) if extractor == "resiliparse" else _trafilatura(html)
-    except Exception:  # noqa: BLE001 - a bad page must not stop a shard
+    except ImportError:
+        raise  # a broken install must fail loudly, not turn every page into ""
+    except Exception as e:  # noqa: BLE001 - a bad page must not stop a shard
+        logging.getLogger(__name__).warning("%s extraction failed (%s: %s); page treated as empty",
+                                            extractor, type(e).__name__, e)
         return ""
     return text.strip()
 

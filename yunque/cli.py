@@ -19,7 +19,9 @@ def _fetch(dest: Path) -> int:
         return 2
     print(f"sample corpus in {dest}:")
     for shard, info in summary["shards"].items():
-        print(f"  {shard}: {info}")
+        note = " (already there)" if info.get("cached") else ""
+        print(f"  {shard}: {info['files']:,} files, {info['documents']:,} documents, "
+              f"{info['bytes'] / 1e6:.1f} MB{note}")
     return 0
 
 
