@@ -8,7 +8,9 @@ assets (dedup_index) run once between them.
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -62,6 +64,30 @@ def plan(select: str | None) -> list[Phase]:
     return phases
 
 
+def materialize_one(keys: list[str], shard: str | None, phase: int, corpus: str, preset: str,
+                    overrides: str | None, endpoint_url: str | None) -> dict:
+    """One Dagster run: `keys` for one shard (or the whole corpus). Module-level and
+    returning plain data so that it can run in a worker process."""
+    instance = dg.DagsterInstance.get()
+    resources = build_resources(corpus=corpus, preset=preset, overrides=overrides, endpoint_url=endpoint_url)
+    result = dg.materialize(
+        [*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*keys), partition_key=shard,
+        instance=instance, resources=resources, run_config=QUIET, raise_on_error=False,
+        tags={"yunque/command": "run", "yunque/corpus": corpus},
+    )
+    assets_md = {
+        e.asset_key.to_user_string(): {
+            k: v.value for k, v in e.step_materialization_data.materialization.metadata.items()
+            if isinstance(getattr(v, "value", None), (int, float, str, bool, dict, list))
+        }
+        for e in result.get_asset_materialization_events()
+    }
+    checks = [(c.check_name, c.passed) for c in result.get_asset_check_evaluations()]
+    return {"phase": phase, "assets": ",".join(keys), "shard": shard, "run_id": result.run_id,
+            "ok": result.success and all(p for _, p in checks), "metadata": assets_md, "checks": checks,
+            "error": None if result.success else _first_error(result)}
+
+
 def run_graph(
     corpus: str,
     select: str | None = None,
@@ -69,39 +95,46 @@ def run_graph(
     overrides: str | None = None,
     endpoint_url: str | None = None,
     on_progress: Callable[[str, str, dict], None] | None = None,
+    workers: int = 1,
 ) -> RunSummary:
-    """Register the corpus' shards as partitions and materialize `select` for all of them.
+    """Register the corpus' shards as partitions and materialize `select` for all of them,
+    `workers` shards at a time (separate processes: the stages are CPU-bound Python).
     The Dagster instance is DagsterInstance.get() (DAGSTER_HOME, set by yunque.env)."""
     instance = dg.DagsterInstance.get()
-    resources = build_resources(corpus=corpus, preset=preset, overrides=overrides, endpoint_url=endpoint_url)
-    found = [s.key for s in resources["corpus"].shards()]
-    if not found:
+    shards = build_resources(corpus=corpus, endpoint_url=endpoint_url)["corpus"].shards()
+    if not shards:
         raise ValueError(f"no shards under {corpus}: expected one subdirectory (or file) per shard")
+    found = [s.key for s in shards]
     known = set(instance.get_dynamic_partitions(shards_def.name))
     if new := [k for k in found if k not in known]:
         instance.add_dynamic_partitions(shards_def.name, new)
+    # Biggest shards first, so that parallel workers finish at about the same time.
+    by_size = [s.key for s in sorted(shards, key=lambda s: -sum(size for _, size, _ in s.files))]
     summary = RunSummary(shards=found)
-    for i, phase in enumerate(plan(select)):
-        names = ",".join(k.to_user_string() for k in phase.keys)
-        for shard in found if phase.partitioned else [None]:
-            result = dg.materialize(
-                [*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*phase.keys), partition_key=shard,
-                instance=instance, resources=resources, run_config=QUIET, raise_on_error=False,
-                tags={"yunque/command": "run", "yunque/corpus": corpus},
-            )
-            assets_md = {
-                e.asset_key.to_user_string(): {k: getattr(v, "value", v) for k, v in e.step_materialization_data.materialization.metadata.items()}
-                for e in result.get_asset_materialization_events()
-            }
-            checks = [(c.check_name, c.passed) for c in result.get_asset_check_evaluations()]
-            entry = {"phase": i, "assets": names, "shard": shard, "run_id": result.run_id,
-                     "ok": result.success and all(p for _, p in checks), "metadata": assets_md, "checks": checks,
-                     "error": None if result.success else _first_error(result)}
-            summary.runs.append(entry)
-            if on_progress:
-                on_progress(names, shard or "(corpus)", entry)
-        if any(not r["ok"] for r in summary.runs if r["phase"] == i):
-            break  # later phases need this one's outputs; the failures say which shard and why
+    common = (corpus, preset, overrides, endpoint_url)
+    pool = None
+    if workers > 1 and len(found) > 1:
+        # spawn, not fork: Dagster and the sqlite connections of this process must not be
+        # inherited half-initialised by the children.
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        for i, phase in enumerate(plan(select)):
+            keys = [k.to_user_string() for k in phase.keys]
+            targets = by_size if phase.partitioned else [None]
+            if pool is not None and len(targets) > 1:
+                futures = [pool.submit(materialize_one, keys, t, i, *common) for t in targets]
+                entries = (f.result() for f in as_completed(futures))
+            else:
+                entries = (materialize_one(keys, t, i, *common) for t in targets)
+            for entry in entries:
+                summary.runs.append(entry)
+                if on_progress:
+                    on_progress(entry["assets"], entry["shard"] or "(corpus)", entry)
+            if any(not r["ok"] for r in summary.runs if r["phase"] == i):
+                break  # later phases need this one's outputs; the failures say which shard and why
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return summary
 
 

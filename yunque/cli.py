@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -61,7 +62,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"corpus {corpus}; home {home}; {len(phases)} phase(s): "
           + " | ".join(",".join(k.to_user_string() for k in p.keys) for p in phases))
     try:
-        summary = run_graph(corpus, args.select, args.preset, args.overrides, args.s3_endpoint, progress)
+        summary = run_graph(corpus, args.select, args.preset, args.overrides, args.s3_endpoint, progress,
+                            workers=args.workers)
     except ValueError as e:
         bar.close()
         print(f"yunque run: {e}", file=sys.stderr)
@@ -92,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--preset", default="tiny", help="configuration preset (default tiny)")
     r.add_argument("--overrides", help='JSON of dotted config overrides, e.g. \'{"langid.threshold": 0.5}\'')
     r.add_argument("--s3-endpoint", help="endpoint URL of an S3-compatible store")
+    r.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                   help="shards processed at once, one process each (default: 2, or 1 on one core)")
     r.set_defaults(fn=cmd_run)
     args = p.parse_args(argv)
     return args.fn(args)
