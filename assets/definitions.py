@@ -30,7 +30,7 @@ def build_resources(home: str | None = None, corpus: str | None = None, preset: 
 # deduped_documents follow through their eager automation conditions.
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "data_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=int(os.environ.get("YUNQUE_AUTOMATION_INTERVAL", "30")),
 )
 
 defs = dg.Definitions(

@@ -1,6 +1,7 @@
 """The shard sensor: new shards at the corpus location become partitions and runs."""
 
 import json
+import os
 
 import dagster as dg
 
@@ -9,7 +10,11 @@ from assets.partitions import shards
 from resources import CorpusStorage
 
 
-@dg.sensor(job=shard_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+# How often the corpus is listed; the tests shorten it.
+INTERVAL = int(os.environ.get("YUNQUE_SENSOR_INTERVAL", "60"))
+
+
+@dg.sensor(job=shard_job, minimum_interval_seconds=INTERVAL, default_status=dg.DefaultSensorStatus.RUNNING)
 def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> dg.SensorResult:
     """Registers every new shard as a dynamic partition and requests a run for it; a
     shard whose files changed (new fingerprint) is requested again."""

@@ -16,9 +16,8 @@ from yunque import env
 @pytest.fixture()
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
-    h = env.use_home(tmp_path / "home")
-    yield h
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))  # restored afterwards
+    return env.use_home(tmp_path / "home")
 
 
 @pytest.fixture()
