@@ -9,7 +9,6 @@ from assets.jobs import shard_job
 from assets.partitions import shards
 from resources import CorpusStorage
 
-
 # How often the corpus is listed; the tests shorten it.
 INTERVAL = int(os.environ.get("YUNQUE_SENSOR_INTERVAL", "60"))
 
