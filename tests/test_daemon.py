@@ -43,9 +43,9 @@ def test_daemon_sensor_and_automation(tmp_path, monkeypatch):
                   "YUNQUE_SENSOR_INTERVAL": "5", "YUNQUE_AUTOMATION_INTERVAL": "5",
                   "DAGSTER_HOME": str(home / "dagster")}
     daemon = Path(sys.executable).with_name("dagster-daemon")
-    log = open(tmp_path / "daemon.log", "w")
-    proc = subprocess.Popen([str(daemon), "run", "-w", "workspace.yaml"], cwd=REPO, env=daemon_env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(tmp_path / "daemon.log", "w") as log:
+        proc = subprocess.Popen([str(daemon), "run", "-w", "workspace.yaml"], cwd=REPO, env=daemon_env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         instance = dg.DagsterInstance.get()
         deadline = time.time() + 300
@@ -61,4 +61,3 @@ def test_daemon_sensor_and_automation(tmp_path, monkeypatch):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
