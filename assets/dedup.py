@@ -5,9 +5,25 @@ import dagster as dg
 from assets.filtering import filtered_documents
 from assets.metadata import stage_result
 from assets.partitions import shards
-from pipelines.dedup_stages import dedup_index_stage, deduped_stage, minhash_stage
+from pipelines.dedup_stages import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
 from pipelines.stages import CODE_VERSIONS
-from resources import YunqueSettings
+from resources import CorpusStorage, YunqueSettings
+
+AC = dg.AutomationCondition
+
+# Rebuild the index whenever signatures change and none are being computed. Unlike
+# eager(), one registered shard without signatures (failed, or still queued) does not
+# block the rebuild: the asset leaves such shards out and says so.
+INDEX_CONDITION = (
+    AC.any_deps_updated().since_last_handled() & ~AC.any_deps_in_progress() & ~AC.in_progress()
+).with_label("signatures updated")
+
+# A shard's deduped output follows the index, not its own filtered_documents: reacting to
+# the latter would race the index rebuild that the same update triggers.
+DEDUPED_CONDITION = (
+    AC.any_deps_updated().ignore(dg.AssetSelection.assets("filtered_documents")).since_last_handled()
+    & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress()
+).with_label("dedup_index updated")
 
 
 @dg.asset(partitions_def=shards, deps=[filtered_documents], code_version=CODE_VERSIONS["minhash_signatures"],
@@ -20,11 +36,15 @@ def minhash_signatures(context: dg.AssetExecutionContext, settings: YunqueSettin
 
 
 @dg.asset(deps=[minhash_signatures], code_version=CODE_VERSIONS["dedup_index"], group_name="data",
-          kinds={"parquet"}, automation_condition=dg.AutomationCondition.eager())
-def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:
-    """LSH clusters across every shard (keeper: smallest doc_id) and repeated paragraphs."""
+          kinds={"parquet"}, automation_condition=INDEX_CONDITION)
+def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
+                corpus: CorpusStorage) -> dg.MaterializeResult:
+    """LSH clusters across every shard (keeper: smallest doc_id) and repeated paragraphs.
+    Only shards that are still in the corpus take part: a vanished shard's documents must
+    not keep (or drop) anyone."""
     store = settings.store()
-    registered = context.instance.get_dynamic_partitions(shards.name)
+    present = {s.key for s in corpus.shards()}
+    registered = [s for s in context.instance.get_dynamic_partitions(shards.name) if s in present]
     ready = [s for s in registered if store.manifest("minhash_signatures", s) is not None]
     pending = sorted(set(registered) - set(ready))
     if pending:
@@ -38,10 +58,16 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings) -> 
 
 @dg.asset(partitions_def=shards, deps=[filtered_documents, dedup_index],
           code_version=CODE_VERSIONS["deduped_documents"], group_name="data", kinds={"parquet"},
-          automation_condition=dg.AutomationCondition.eager())
-def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:
-    """The shard's kept documents: filtered minus near-duplicates and repeated paragraphs."""
+          automation_condition=DEDUPED_CONDITION, output_required=False)
+def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings):
+    """The shard's kept documents: filtered minus near-duplicates and repeated paragraphs.
+    If the index does not cover the shard's current signatures yet, nothing is
+    materialized (and the step says why): the index rebuild will request it again."""
     store = settings.store()
-    stats = deduped_stage(store, context.partition_key, settings.data_config())
-    return stage_result(stats, store.part("deduped_documents", context.partition_key),
-                        store.rejected(context.partition_key, "dedup"))
+    try:
+        stats = deduped_stage(store, context.partition_key, settings.data_config())
+    except StaleIndexError as e:
+        context.log.warning(f"not materialized: {e}")
+        return
+    yield stage_result(stats, store.part("deduped_documents", context.partition_key),
+                       store.rejected(context.partition_key, "dedup"))

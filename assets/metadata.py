@@ -58,7 +58,7 @@ def stage_result(stats: StageStats, output: Path | None = None, rejected: Path |
     if stats.docs_in:
         md["kept_fraction"] = round(stats.docs_out / stats.docs_in, 4)
     for k, v in stats.extra.items():
-        if k == "shard_digests":
+        if k in ("shard_digests", "shard_inputs"):
             continue
         md[k] = dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v
     if output is not None:

@@ -18,6 +18,9 @@ import dagster as dg
 from assets.definitions import ASSETS, CHECKS, build_resources, defs
 from assets.partitions import shards as shards_def
 
+# Checks whose failure stops the pipeline (Dagster also skips downstream assets for them).
+BLOCKING = {spec.key.name for c in CHECKS for spec in c.check_specs if spec.blocking}
+
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -83,9 +86,20 @@ def materialize_one(keys: list[str], shard: str | None, phase: int, corpus: str,
         for e in result.get_asset_materialization_events()
     }
     checks = [(c.check_name, c.passed) for c in result.get_asset_check_evaluations()]
+    error = None if result.success else _first_error(result)
+    if error is None and (missing := [k for k in keys if k not in assets_md]):
+        error = f"not materialized: {missing} (see the run's logs)"
+    if error is None and (bad := [n for n, passed in checks if not passed and n in BLOCKING]):
+        error = f"blocking checks failed: {bad}"
+    # Non-blocking check failures are reported, but later phases still run.
+    warnings = [n for n, passed in checks if not passed and n not in BLOCKING]
     return {"phase": phase, "assets": ",".join(keys), "shard": shard, "run_id": result.run_id,
-            "ok": result.success and all(p for _, p in checks), "metadata": assets_md, "checks": checks,
-            "error": None if result.success else _first_error(result)}
+            "ok": error is None, "metadata": assets_md, "checks": checks, "warnings": warnings, "error": error}
+
+
+def _failed(keys: list[str], shard: str | None, phase: int, exc: BaseException) -> dict:
+    return {"phase": phase, "assets": ",".join(keys), "shard": shard, "run_id": None, "ok": False,
+            "metadata": {}, "checks": [], "warnings": [], "error": f"{type(exc).__name__}: {exc}"}
 
 
 def run_graph(
@@ -122,8 +136,8 @@ def run_graph(
             keys = [k.to_user_string() for k in phase.keys]
             targets = by_size if phase.partitioned else [None]
             if pool is not None and len(targets) > 1:
-                futures = [pool.submit(materialize_one, keys, t, i, *common) for t in targets]
-                entries = (f.result() for f in as_completed(futures))
+                futures = {pool.submit(materialize_one, keys, t, i, *common): t for t in targets}
+                entries = (_result(f, keys, futures[f], i) for f in as_completed(futures))
             else:
                 entries = (materialize_one(keys, t, i, *common) for t in targets)
             for entry in entries:
@@ -134,8 +148,16 @@ def run_graph(
                 break  # later phases need this one's outputs; the failures say which shard and why
     finally:
         if pool is not None:
-            pool.shutdown()
+            pool.shutdown(cancel_futures=True)
     return summary
+
+
+def _result(future, keys: list[str], shard: str | None, phase: int) -> dict:
+    """A worker that died (killed for memory, say) is one failed shard, not a traceback."""
+    try:
+        return future.result()
+    except Exception as e:  # noqa: BLE001 - reported as that shard's failure
+        return _failed(keys, shard, phase, e)
 
 
 def _first_error(result: dg.ExecuteInProcessResult) -> str:

@@ -160,6 +160,10 @@ def preset(name: str, overrides: dict[str, Any] | None = None) -> DataConfig:
     cfg = PRESETS[name]()
     if overrides:
         cfg = apply_overrides(cfg, overrides)
+    if cfg.filters.language != cfg.langid.language:
+        # Stop words of one language with language ID for another would reject everything.
+        raise ValueError(f"filters.language ({cfg.filters.language!r}) and langid.language "
+                         f"({cfg.langid.language!r}) must name the same language; set both")
     return cfg
 
 

@@ -88,31 +88,44 @@ def dedup_index_stage(store: DataStore, shards: Sequence[str], cfg: DataConfig) 
         "line_indices": pa.array([r[2] for r in pd_rows], pa.list_(pa.int32())),
     }, schema=pa.schema([("doc_id", pa.string()), ("shard", pa.string()), ("line_indices", pa.list_(pa.int32()))]))
     # Per-shard digest of the decisions: deduped_documents of a shard is cached on it.
-    digests = {}
-    for s in upstream:
-        mine_near = sorted((a, b) for a, sh, b in zip(near["doc_id"].to_pylist(), near["shard"].to_pylist(),
-                                                       near["keeper_doc_id"].to_pylist()) if sh == s)
-        mine_para = sorted((r[0], r[2]) for r in pd_rows if r[1] == s)
-        digests[s] = cache_key(mine_near, mine_para)
+    near_by_shard: dict[str, list] = {s: [] for s in upstream}
+    for a, sh, b in zip(near["doc_id"].to_pylist(), near["shard"].to_pylist(), near["keeper_doc_id"].to_pylist()):
+        near_by_shard[sh].append((a, b))
+    para_by_shard: dict[str, list] = {s: [] for s in upstream}
+    for doc, sh, lines in pd_rows:
+        para_by_shard[sh].append((doc, lines))
+    digests = {s: cache_key(sorted(near_by_shard[s]), sorted(para_by_shard[s])) for s in upstream}
     stats = StageStats(
         key=key, docs_in=n, docs_out=n - len(removed), rejected=len(removed),
         drops={"near_duplicate": len(removed)},
         extra={"shards": len(upstream), "clusters": clusters.n_clusters,
                "paragraph_docs": len(pd_rows), "paragraphs_removed": sum(len(r[2]) for r in pd_rows),
-               "shard_digests": digests, "bands": d.bands, "rows": d.rows},
+               "shard_digests": digests, "shard_inputs": upstream, "bands": d.bands, "rows": d.rows},
     )
     store.commit(INDEX_ASSET, None, stats, {"near_duplicates.parquet": near, "paragraph_drops.parquet": paragraphs})
     return stats
 
 
+class StaleIndexError(ValueError):
+    """The dedup index does not cover this shard's current signatures (yet)."""
+
+
 def deduped_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageStats:
     index = store.manifest(INDEX_ASSET)
     if index is None:
-        raise FileNotFoundError("dedup_index has not been materialized yet")
-    digest = index["stats"]["extra"]["shard_digests"].get(shard)
+        raise StaleIndexError("dedup_index has not been materialized yet")
+    extra = index["stats"]["extra"]
+    digest = extra["shard_digests"].get(shard)
     if digest is None:
-        raise ValueError(f"shard {shard!r} is not in the dedup index; materialize dedup_index after its signatures")
-    key = _key("deduped_documents", cfg, ("dedup",), upstream_key(store, "filtered_documents", shard), digest)
+        raise StaleIndexError(f"shard {shard!r} is not in the dedup index; materialize dedup_index after its signatures")
+    # The index's line numbers refer to the texts its signatures were computed from: if the
+    # shard was re-filtered since, applying them would cut the wrong lines.
+    filtered_key = upstream_key(store, "filtered_documents", shard)
+    current = _key("minhash_signatures", cfg, ("dedup",), filtered_key)
+    if extra.get("shard_inputs", {}).get(shard) != current:
+        raise StaleIndexError(f"dedup_index was built from older signatures of {shard!r}; "
+                              "re-materialize minhash_signatures and dedup_index first")
+    key = _key("deduped_documents", cfg, ("dedup",), filtered_key, digest)
     if hit := store.cached("deduped_documents", shard, key):
         return hit
     docs = read_table(store.part("filtered_documents", shard))

@@ -6,6 +6,7 @@ Layout (documented in the README):
     data/<asset>/<shard>/_manifest.json     cache key + stats of the last materialization
     data/rejected_documents/<shard>/<stage>.parquet
     data/dedup_index/...                    whole-corpus asset
+    data/_staging/                          scratch for atomic writes (safe to delete when idle)
 """
 
 from __future__ import annotations
@@ -78,17 +79,26 @@ class DataStore:
         return json.loads(path.read_text())
 
     def cached(self, asset: str, shard: str | None, key: str) -> StageStats | None:
-        """The previous stats if the last run had the same key and its files still exist."""
+        """The previous stats if the last run had the same key and its files still exist
+        (side files must carry that same key: a crash between writing a side file and
+        swapping the asset directory leaves a mismatch, which is a miss)."""
         m = self.manifest(asset, shard)
         if not m or m.get("key") != key:
             return None
         if not all((self.dir(asset, shard) / f).exists() for f in m.get("files", [])):
             return None
-        if not all(Path(p).exists() for p in m.get("side_files", [])):
+        if not all(_file_key(Path(p)) == key for p in m.get("side_files", [])):
             return None
         stats = StageStats(**m["stats"])
         stats.cached = True
         return stats
+
+    def staging(self) -> Path:
+        """Scratch space for atomic writes, outside every asset directory so that no glob
+        over the outputs ever sees a half-written or superseded file."""
+        path = self.data / "_staging"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def commit(
         self,
@@ -99,19 +109,18 @@ class DataStore:
         side: dict[Path, pa.Table] | None = None,
         extra_files: dict[str, str] | None = None,
     ) -> None:
-        """Write `tables` (file name -> table) into the asset directory as one atomic swap,
-        side tables (rejections) next, and the manifest last: a crash at any point leaves
-        the previous manifest, so the stage simply runs again."""
+        """Write `tables` (file name -> table) as the new asset directory in one rename,
+        after the side tables (rejections), which are each replaced in one rename too and
+        carry the cache key. The manifest lives inside the directory, so readers see the
+        old state or the new one, and a crash at any point makes the next run recompute."""
         final = self.dir(asset, shard)
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
+        tmp = Path(tempfile.mkdtemp(dir=self.staging(), prefix=f"{asset}.{shard or '_'}."))
         for name, table in tables.items():
             pq.write_table(table, tmp / name, compression="zstd")
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
         side = side or {}
-        for path, table in side.items():
-            write_parquet(path, table)
         manifest = {
             "key": stats.key,
             "files": sorted([*tables, *(extra_files or {})]),
@@ -119,21 +128,35 @@ class DataStore:
             "stats": stats.to_json(),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        for path, table in side.items():
+            write_parquet(path, table.replace_schema_metadata({KEY_META: stats.key}), self.staging())
         old = None
         if final.exists():
-            old = final.with_name(f".{final.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
+            old = Path(tempfile.mkdtemp(dir=self.staging(), prefix="old.")) / final.name
             final.rename(old)
         tmp.rename(final)
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(old.parent, ignore_errors=True)
 
 
-def write_parquet(path: Path, table: pa.Table) -> None:
+KEY_META = b"yunque_cache_key"
+
+
+def _file_key(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    meta = pq.read_schema(path).metadata or {}
+    value = meta.get(KEY_META)
+    return value.decode() if value else None
+
+
+def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> None:
+    """Write via a temporary file and one rename (same filesystem as `path`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    fd, tmp = tempfile.mkstemp(dir=scratch or path.parent, prefix=".tmp.", suffix=".part")
+    os.close(fd)
     pq.write_table(table, tmp, compression="zstd")
-    tmp.replace(path)
+    os.replace(tmp, path)
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:

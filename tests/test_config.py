@@ -21,3 +21,10 @@ def test_section_hash_only_changes_with_its_section():
     a, b = preset("tiny"), preset("tiny", {"dedup.bands": 20})
     assert a.section_hash("reader", "clean") == b.section_hash("reader", "clean")
     assert a.section_hash("dedup") != b.section_hash("dedup")
+
+
+def test_languages_must_agree():
+    with pytest.raises(ValueError, match="must name the same language"):
+        preset("tiny", {"langid.language": "en"})
+    cfg = preset("tiny", {"langid.language": "en", "filters.language": "en"})
+    assert cfg.langid.language == cfg.filters.language == "en"

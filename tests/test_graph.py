@@ -45,7 +45,7 @@ def test_whole_data_graph(home, corpus):
     # every record read is accounted for exactly once: 10 files in manuales, 6 jsonl records
     # + 2 gz files in foro
     assert kept.height + rejected.height == 10 + 6 + 2
-    assert kept["doc_id"].n_unique() + rejected["doc_id"].n_unique() == kept.height + rejected.height
+    assert pl.concat([kept["doc_id"], rejected["doc_id"]]).n_unique() == kept.height + rejected.height
     reasons = dict(zip(*rejected.group_by("reason").len().sort("reason").to_dict().values()))
     assert reasons.get("malformed_json") == 1 and reasons.get("decompress_error") == 1
     assert reasons.get("langid:other_language") == expected["langid"]
@@ -128,6 +128,18 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
     assert [r.partition_key for r in third.run_requests] == ["dos"]
     assert third.dynamic_partitions_requests[0].partition_keys == ["dos"]
     assert json.loads(third.cursor).keys() == {"uno", "dos"}
+    instance.add_dynamic_partitions("shards", ["dos"])
+
+    # a changed shard is requested again; a vanished one is deregistered
+    (root / "uno" / "extra.txt").write_text("Otro documento más.", encoding="utf-8")
+    import shutil
+
+    shutil.rmtree(root / "dos")
+    ctx = dg.build_sensor_context(instance=instance, resources=resources, cursor=third.cursor)
+    fourth = sensor(ctx)
+    assert [r.partition_key for r in fourth.run_requests] == ["uno"]
+    assert [(type(r).__name__, r.partition_keys) for r in fourth.dynamic_partitions_requests] == [
+        ("DeleteDynamicPartitionsRequest", ["dos"])]
 
 
 def test_definitions_load():

@@ -56,7 +56,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for name, m in md.items():
             mark = " (cached)" if m.get("cached") else ""
             parts.append(f"{name} {m.get('documents_in', '?')}->{m.get('documents_out', '?')}{mark}")
-        status = "ok" if entry["ok"] else f"FAILED: {entry['error'] or entry['checks']}"
+        status = "ok" if entry["ok"] else f"FAILED: {entry['error']}"
+        if entry.get("warnings"):
+            status += f" (checks failed: {', '.join(entry['warnings'])})"
         bar.write(f"[{shard}] {'; '.join(parts) or assets}  {status}")
 
     print(f"corpus {corpus}; home {home}; {len(phases)} phase(s): "
@@ -68,14 +70,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         bar.close()
         print(f"yunque run: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - one readable line; the Dagster runs hold the details
+        bar.close()
+        print(f"yunque run: failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     bar.close()
     failed = [r for r in summary.runs if not r["ok"]]
     print(f"\n{len(summary.runs)} runs over {len(summary.shards)} shards, {len(failed)} failed.")
     print(f"kept documents:     {home}/data/deduped_documents/*/*.parquet")
     print(f"rejected documents: {home}/data/rejected_documents/*/*.parquet")
-    print(f"Dagster UI:         DAGSTER_HOME={home}/dagster dagster dev -w workspace.yaml")
+    print(f"Dagster UI:         YUNQUE_HOME={home} YUNQUE_CORPUS={corpus} DAGSTER_HOME={home}/dagster "
+          ".venv/bin/dagster dev -w workspace.yaml")
     for r in failed:
-        print(f"  failed: {r['shard'] or '(corpus)'} {r['assets']}: {r['error'] or r['checks']} (run {r['run_id']})",
+        print(f"  failed: {r['shard'] or '(corpus)'} {r['assets']}: {r['error']} (run {r['run_id']})",
               file=sys.stderr)
     return 1 if failed else 0
 

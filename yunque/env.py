@@ -25,8 +25,9 @@ def home() -> Path:
 
 
 def use_home(path: str | Path | None = None) -> Path:
-    """Point YUNQUE_HOME and DAGSTER_HOME at one place (`$YUNQUE_HOME/dagster`) and make
-    sure that instance has our dagster.yaml (telemetry off, sqlite storage)."""
+    """Point YUNQUE_HOME and DAGSTER_HOME at one place (`$YUNQUE_HOME/dagster`) and give
+    a new instance our dagster.yaml (telemetry off, sqlite storage). An existing
+    dagster.yaml is left alone: it may point at Postgres."""
     apply()
     h = Path(path).absolute() if path else home()
     os.environ["YUNQUE_HOME"] = str(h)
@@ -36,7 +37,7 @@ def use_home(path: str | Path | None = None) -> Path:
     template = Path(__file__).resolve().parents[1] / "dagster.yaml"
     target = dagster_home / "dagster.yaml"
     text = template.read_text() if template.exists() else "telemetry:\n  enabled: false\n"
-    if not target.exists() or target.read_text() != text:
+    if not target.exists():
         target.write_text(text)
     return h
 

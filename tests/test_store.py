@@ -1,0 +1,72 @@
+"""Crash consistency of the store, the stale-index guard and the accounting check."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.audit import exactly_once
+from pipelines.config import preset
+from pipelines.corpus import list_shards, open_corpus
+from pipelines.dedup_stages import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
+from pipelines.documents import Rejection, rejections_table
+from pipelines.stages import clean_stage, filter_stage, read_stage
+from pipelines.store import DataStore, StageStats
+from tests.factory import write_two_shards
+
+
+def _all_stages(store: DataStore, root, cfg) -> list[str]:
+    fs, r = open_corpus(str(root))
+    shards = list_shards(fs, r)
+    for s in shards:
+        read_stage(store, fs, r, s, cfg)
+        clean_stage(store, s.key, cfg)
+        filter_stage(store, s.key, cfg)
+        minhash_stage(store, s.key, cfg)
+    keys = [s.key for s in shards]
+    dedup_index_stage(store, keys, cfg)
+    for k in keys:
+        deduped_stage(store, k, cfg)
+    return keys
+
+
+def test_stages_account_for_every_document(tmp_path):
+    write_two_shards(tmp_path / "corpus")
+    store = DataStore(tmp_path / "home")
+    for shard in _all_stages(store, tmp_path / "corpus", preset("tiny")):
+        acc = exactly_once(store, shard)
+        assert acc.ok and acc.read == acc.kept + acc.rejected
+    # a document that is both kept and rejected is caught
+    kept = pq.read_table(store.part("deduped_documents", "foro"))
+    dup = Rejection(kept["doc_id"][0].as_py(), "foro", "x", "dedup", "test", "", None)
+    pq.write_table(rejections_table([dup]), store.rejected("foro", "dedup"))
+    acc = exactly_once(store, "foro")
+    assert not acc.ok and acc.duplicated == [kept["doc_id"][0].as_py()]
+
+
+def test_deduped_refuses_an_index_built_from_older_texts(tmp_path):
+    write_two_shards(tmp_path / "corpus")
+    store = DataStore(tmp_path / "home")
+    _all_stages(store, tmp_path / "corpus", preset("tiny"))
+    changed = preset("tiny", {"filters.c4.min_words_per_line": 5})  # C4 rewrites texts
+    filter_stage(store, "foro", changed)
+    with pytest.raises(StaleIndexError, match="older signatures"):
+        deduped_stage(store, "foro", changed)
+    minhash_stage(store, "foro", changed)
+    dedup_index_stage(store, ["foro", "manuales"], changed)
+    assert deduped_stage(store, "foro", changed).docs_in > 0
+
+
+def test_side_file_from_an_interrupted_commit_is_a_cache_miss(tmp_path):
+    store = DataStore(tmp_path)
+    table = pa.table({"x": [1]})
+    side = store.rejected("s", "read")
+    store.commit("raw_documents", "s", StageStats(key="k1"), {"part-0.parquet": table},
+                 side={side: rejections_table([])})
+    assert store.cached("raw_documents", "s", "k1") is not None
+    # simulate a crash after the side file of a later run (key k2) was written
+    pq.write_table(rejections_table([]).replace_schema_metadata({b"yunque_cache_key": b"k2"}), side)
+    assert store.cached("raw_documents", "s", "k1") is None
+    # nothing half-written is left where the output globs look
+    assert [p.name for p in store.dir("raw_documents").iterdir()] == ["s"]
