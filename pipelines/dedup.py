@@ -117,25 +117,43 @@ def paragraph_hashes(text: str, min_chars: int) -> list[int]:
 
 
 def paragraph_drops(
-    doc_ids: Sequence[str], hashes: Sequence[Sequence[int]]
-) -> dict[int, list[int]]:
-    """{document index: [line indices to drop]}: every line whose hash already occurs in
-    a document with a smaller doc_id. Repeats inside one document are left to the
-    Gopher repetition filter."""
+    doc_ids: Sequence[str],
+    hashes: Sequence[Sequence[int]],
+    line_chars: Sequence[Sequence[int]] | None = None,
+    min_chars: int = 0,
+) -> tuple[dict[int, list[int]], set[int]]:
+    """({document index: [line indices to drop]}, {documents to reject as too short}).
+
+    A line is dropped when its hash already occurs in a document with a smaller doc_id.
+    A document left with fewer than `min_chars` characters (sum of `line_chars` of its
+    remaining lines) is rejected whole, and then does *not* claim its own paragraphs: a
+    later copy keeps them, so no paragraph disappears from the kept set because its first
+    holder was dropped. Repeats inside one document are left to the Gopher repetition
+    filter."""
     order = sorted(range(len(doc_ids)), key=lambda i: doc_ids[i])
     seen: set[int] = set()
     drops: dict[int, list[int]] = {}
+    rejected: set[int] = set()
     for i in order:
         mine: set[int] = set()
+        dup: list[int] = []
         for j, h in enumerate(hashes[i]):
             if h == 0:
                 continue
             if h in seen:
-                drops.setdefault(i, []).append(j)
+                dup.append(j)
             else:
                 mine.add(h)
+        if dup:
+            drops[i] = dup
+            if line_chars is not None:
+                gone = set(dup)
+                left = sum(c for j, c in enumerate(line_chars[i]) if j not in gone)
+                if left < min_chars:
+                    rejected.add(i)
+                    continue
         seen |= mine
-    return drops
+    return drops, rejected
 
 
 def drop_lines(text: str, line_indices: Sequence[int]) -> str:

@@ -37,11 +37,14 @@ def minhash_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageStats:
     texts = docs["text"].to_pylist()
     sigs = compute_signatures(texts, cfg.dedup)
     paras = [paragraph_hashes(t, cfg.dedup.min_paragraph_chars) for t in texts]
+    # characters per line, so the index can tell which documents paragraph removal empties
+    chars = [[len(line.strip()) for line in t.split("\n")] for t in texts]
     table = pa.table({
         "doc_id": docs["doc_id"],
         "source": docs["source"],
         "signature": pa.FixedSizeListArray.from_arrays(pa.array(sigs.ravel(), pa.uint32()), cfg.dedup.num_perm),
         "paragraph_hashes": pa.array(paras, pa.list_(pa.uint64())),
+        "line_chars": pa.array(chars, pa.list_(pa.int32())),
     })
     stats = StageStats(key=key, docs_in=docs.num_rows, docs_out=docs.num_rows,
                        extra={"num_perm": cfg.dedup.num_perm, "paragraphs": sum(len(p) for p in paras)})
@@ -81,19 +84,25 @@ def dedup_index_stage(store: DataStore, shards: Sequence[str], cfg: DataConfig) 
                          ("keeper_doc_id", pa.string()), ("keeper_source", pa.string())]))
     survivors = np.setdiff1d(np.arange(n), removed)
     para_lists = table["paragraph_hashes"].to_pylist() if n else []
-    pdrops = paragraph_drops([doc_ids[i] for i in survivors], [para_lists[i] for i in survivors]) if d.paragraph_dedup else {}
-    pd_rows = [(doc_ids[survivors[k]], doc_shards[survivors[k]], v) for k, v in sorted(pdrops.items())]
+    char_lists = table["line_chars"].to_pylist() if n else []
+    pdrops, too_short = paragraph_drops(
+        [doc_ids[i] for i in survivors], [para_lists[i] for i in survivors],
+        [char_lists[i] for i in survivors], d.min_chars_after_paragraph_dedup,
+    ) if d.paragraph_dedup else ({}, set())
+    pd_rows = [(doc_ids[survivors[k]], doc_shards[survivors[k]], v, k in too_short) for k, v in sorted(pdrops.items())]
     paragraphs = pa.table({
         "doc_id": [r[0] for r in pd_rows], "shard": [r[1] for r in pd_rows],
         "line_indices": pa.array([r[2] for r in pd_rows], pa.list_(pa.int32())),
-    }, schema=pa.schema([("doc_id", pa.string()), ("shard", pa.string()), ("line_indices", pa.list_(pa.int32()))]))
+        "reject": pa.array([r[3] for r in pd_rows], pa.bool_()),
+    }, schema=pa.schema([("doc_id", pa.string()), ("shard", pa.string()),
+                         ("line_indices", pa.list_(pa.int32())), ("reject", pa.bool_())]))
     # Per-shard digest of the decisions: deduped_documents of a shard is cached on it.
     near_by_shard: dict[str, list] = {s: [] for s in upstream}
     for a, sh, b in zip(near["doc_id"].to_pylist(), near["shard"].to_pylist(), near["keeper_doc_id"].to_pylist()):
         near_by_shard[sh].append((a, b))
     para_by_shard: dict[str, list] = {s: [] for s in upstream}
-    for doc, sh, lines in pd_rows:
-        para_by_shard[sh].append((doc, lines))
+    for doc, sh, lines, reject in pd_rows:
+        para_by_shard[sh].append((doc, lines, reject))
     digests = {s: cache_key(sorted(near_by_shard[s]), sorted(para_by_shard[s])) for s in upstream}
     stats = StageStats(
         key=key, docs_in=n, docs_out=n - len(removed), rejected=len(removed),
@@ -132,7 +141,7 @@ def deduped_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageStats:
     idir = store.dir(INDEX_ASSET)
     near = read_table(idir / "near_duplicates.parquet").to_pylist()
     near = {r["doc_id"]: r for r in near if r["shard"] == shard}
-    para = {r["doc_id"]: r["line_indices"] for r in read_table(idir / "paragraph_drops.parquet").to_pylist()
+    para = {r["doc_id"]: r for r in read_table(idir / "paragraph_drops.parquet").to_pylist()
             if r["shard"] == shard}
     min_chars = cfg.dedup.min_chars_after_paragraph_dedup
     keep_rows, rejections, removed_lines = [], [], 0
@@ -141,10 +150,11 @@ def deduped_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageStats:
             rejections.append(Rejection(row["doc_id"], shard, row["source"], "dedup", "near_duplicate",
                                         f"{row['source']}: near-duplicate of {hit['keeper_source']}", row["text"]))
             continue
-        if lines := para.get(row["doc_id"]):
+        if (drop := para.get(row["doc_id"])) is not None:
+            lines = drop["line_indices"]
             new = drop_lines(row["text"], lines)
             removed_lines += len(lines)
-            if len(new.strip()) < min_chars:
+            if drop["reject"]:  # decided by the index, which let a later copy keep the paragraphs
                 rejections.append(Rejection(row["doc_id"], shard, row["source"], "dedup", "duplicate_paragraphs",
                                             f"{row['source']}: {len(lines)} paragraphs seen in other documents; "
                                             f"{len(new.strip())} chars left < {min_chars}", row["text"]))

@@ -25,9 +25,9 @@ CODE_VERSIONS = {
     "raw_documents": "1",
     "clean_documents": "1",
     "filtered_documents": "1",
-    "minhash_signatures": "1",
-    "dedup_index": "1",
-    "deduped_documents": "1",
+    "minhash_signatures": "2",
+    "dedup_index": "2",
+    "deduped_documents": "2",
 }
 
 FILTERED_SCHEMA = pa.schema([*DOC_SCHEMA, pa.field("lang", pa.string()), pa.field("lang_score", pa.float32())])

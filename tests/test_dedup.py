@@ -110,8 +110,20 @@ def test_paragraph_drops_keep_first_by_doc_id() -> None:
     hashes = [[1, 2, 0], [2, 3, 0], [1, 0, 3, 4, 4]]
     # "a" (index 1) comes first: keeps 2 and 3; "b" keeps 1 and loses 2; "c" loses 1 and
     # 3; the repeat of 4 inside "c" and the short lines (hash 0) are never dropped.
-    assert paragraph_drops(ids, hashes) == {0: [1], 2: [0, 2]}
-    assert paragraph_drops([], []) == {}
+    assert paragraph_drops(ids, hashes) == ({0: [1], 2: [0, 2]}, set())
+    assert paragraph_drops([], []) == ({}, set())
+
+
+def test_a_document_rejected_as_too_short_does_not_claim_its_paragraphs() -> None:
+    # "b" shares paragraph 7 with "a" (smaller id, so "b" loses it) and would own
+    # paragraph 9, but is too short once 7 is gone: it is rejected, and "c" keeps 9.
+    chars = [[100, 50], [100, 100], [100, 100]]
+    ids = ["b", "a", "c"]
+    hashes = [[7, 9], [7, 8], [9, 5]]
+    drops, rejected = paragraph_drops(ids, hashes, chars, min_chars=80)
+    assert drops == {0: [0]} and rejected == {0}  # "b" lost 7 to "a", 50 chars left
+    # without the rule "c" would lose paragraph 9 to the rejected "b"
+    assert paragraph_drops(ids, hashes)[0] == {0: [0], 2: [0]}
 
 
 def test_paragraph_hashes_and_drop_lines() -> None:
@@ -122,7 +134,7 @@ def test_paragraph_hashes_and_drop_lines() -> None:
     assert ha[0] == 0 and hb[0] == 0 and hb[2] == 0  # short lines are not deduped
     assert ha[1] == hb[1] != 0  # case and whitespace are ignored
     assert len(ha) == len(a.split("\n"))
-    drops = paragraph_drops(["doc-b", "doc-a"], [hb, ha])
+    drops, _ = paragraph_drops(["doc-b", "doc-a"], [hb, ha])
     assert drops == {0: [1]}
     assert drop_lines(b, drops[0]) == "Otro título\nVéase también"
     assert drop_lines("x\ny\nz", []) == "x\ny\nz"
