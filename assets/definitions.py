@@ -9,7 +9,7 @@ from assets.jobs import dedup_job, shard_job
 from assets.sensors import shard_sensor
 from resources import CorpusStorage, YunqueSettings
 from resources.corpus import default_corpus
-from resources.settings import default_home
+from yunque.env import home as default_home
 
 ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup])
 CHECKS = dg.load_asset_checks_from_modules([checks])
@@ -21,7 +21,7 @@ def build_resources(home: str | None = None, corpus: str | None = None, preset: 
     return {
         "corpus": CorpusStorage(uri=corpus or default_corpus(),
                                 endpoint_url=endpoint_url or os.environ.get("YUNQUE_S3_ENDPOINT") or None),
-        "settings": YunqueSettings(home=home or default_home(), preset=preset or os.environ.get("YUNQUE_PRESET", "tiny"),
+        "settings": YunqueSettings(home=home or str(default_home()), preset=preset or os.environ.get("YUNQUE_PRESET", "tiny"),
                                    overrides=overrides or os.environ.get("YUNQUE_OVERRIDES", "{}")),
     }
 

@@ -23,14 +23,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.documents import REJECT_SCHEMA
+from yunque.env import home as yunque_home
 
 MANIFEST = "_manifest.json"
 PART = "part-0.parquet"
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("YUNQUE_HOME", ".yunque")).absolute()
 
 
 def cache_key(*parts: Any) -> str:
@@ -60,7 +56,7 @@ class StageStats:
 
 class DataStore:
     def __init__(self, home: str | Path | None = None):
-        self.home = Path(home).absolute() if home else default_home()
+        self.home = Path(home).absolute() if home else yunque_home()
         self.data = self.home / "data"
 
     def dir(self, asset: str, shard: str | None = None) -> Path:
@@ -161,10 +157,6 @@ def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> N
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
     return pq.read_table(path, columns=columns)
-
-
-def empty_rejections() -> pa.Table:
-    return REJECT_SCHEMA.empty_table()
 
 
 def drop_counts(reasons: list[str]) -> dict[str, int]:

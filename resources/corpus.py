@@ -8,11 +8,11 @@ from typing import Any
 import dagster as dg
 
 from pipelines.corpus import ShardInfo, list_shards, open_corpus
+from yunque.env import home
 
 
 def default_corpus() -> str:
-    home = os.environ.get("YUNQUE_HOME", ".yunque")
-    return os.environ.get("YUNQUE_CORPUS", os.path.join(os.path.abspath(home), "sample"))
+    return os.environ.get("YUNQUE_CORPUS", str(home() / "sample"))
 
 
 class CorpusStorage(dg.ConfigurableResource):

@@ -4,7 +4,6 @@ build the one configuration tree (`pipelines.config`)."""
 from __future__ import annotations
 
 import json
-import os
 
 import dagster as dg
 
@@ -27,7 +26,3 @@ class YunqueSettings(dg.ConfigurableResource):
 
     def store(self) -> DataStore:
         return DataStore(self.home)
-
-
-def default_home() -> str:
-    return os.path.abspath(os.environ.get("YUNQUE_HOME", ".yunque"))
