@@ -16,6 +16,7 @@ for the chain also the same reason and, when kept, the same output text).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -91,52 +92,19 @@ def build_datatrove(cfg: FilterConfig) -> dict[str, Any]:
             return sentence_spans(text)
 
     tok = SameTokenizer("es")
-    g, r, c, f = cfg.gopher_quality, cfg.gopher_repetition, cfg.c4, cfg.fineweb
+    # Our config fields carry datatrove's keyword names (plus `enabled`), so the mapping
+    # is derived: a knob added to the config reaches both sides.
+    def kw(section) -> dict:
+        return {k: v for k, v in dataclasses.asdict(section).items() if k != "enabled"} | {"language": tok}
+
+    rep = kw(cfg.gopher_repetition)
+    rep["top_n_grams"] = tuple((int(n), x) for n, x in rep["top_n_grams"])
+    rep["dup_n_grams"] = tuple((int(n), x) for n, x in rep["dup_n_grams"])
     return {
-        "gopher_repetition": GopherRepetitionFilter(
-            dup_line_frac=r.dup_line_frac,
-            dup_para_frac=r.dup_para_frac,
-            dup_line_char_frac=r.dup_line_char_frac,
-            dup_para_char_frac=r.dup_para_char_frac,
-            top_n_grams=tuple((int(n), x) for n, x in r.top_n_grams),
-            dup_n_grams=tuple((int(n), x) for n, x in r.dup_n_grams),
-            language=tok,
-        ),
-        "gopher_quality": GopherQualityFilter(
-            min_doc_words=g.min_doc_words,
-            max_doc_words=g.max_doc_words,
-            min_avg_word_length=g.min_avg_word_length,
-            max_avg_word_length=g.max_avg_word_length,
-            max_symbol_word_ratio=g.max_symbol_word_ratio,
-            max_bullet_lines_ratio=g.max_bullet_lines_ratio,
-            max_ellipsis_lines_ratio=g.max_ellipsis_lines_ratio,
-            max_non_alpha_words_ratio=g.max_non_alpha_words_ratio,
-            min_stop_words=g.min_stop_words,
-            stop_words=sorted(stop_words(cfg.language)),
-            language=tok,
-        ),
-        "c4": C4QualityFilter(
-            split_paragraph=c.split_paragraph,
-            remove_citations=c.remove_citations,
-            filter_no_terminal_punct=c.filter_no_terminal_punct,  # False, as in FineWeb
-            min_num_sentences=c.min_num_sentences,
-            min_words_per_line=c.min_words_per_line,
-            max_word_length=c.max_word_length,
-            filter_lorem_ipsum=c.filter_lorem_ipsum,
-            filter_javascript=c.filter_javascript,
-            filter_curly_bracket=c.filter_curly_bracket,
-            filter_policy=c.filter_policy,
-            language=tok,
-        ),
-        "fineweb": FineWebQualityFilter(
-            line_punct_thr=f.line_punct_thr,
-            line_punct_exclude_zero=f.line_punct_exclude_zero,
-            short_line_thr=f.short_line_thr,
-            short_line_length=f.short_line_length,
-            char_duplicates_ratio=f.char_duplicates_ratio,
-            new_line_ratio=f.new_line_ratio,
-            language=tok,
-        ),
+        "gopher_repetition": GopherRepetitionFilter(**rep),
+        "gopher_quality": GopherQualityFilter(**kw(cfg.gopher_quality), stop_words=sorted(stop_words(cfg.language))),
+        "c4": C4QualityFilter(**kw(cfg.c4)),  # filter_no_terminal_punct=False, as in FineWeb
+        "fineweb": FineWebQualityFilter(**kw(cfg.fineweb)),
     }
 
 
