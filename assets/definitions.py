@@ -4,15 +4,15 @@ import os
 
 import dagster as dg
 
-from assets import checks, dedup, filtering, ingest
+from assets import checks, dedup, filtering, ingest, token_checks, tokens
 from assets.jobs import dedup_job, shard_job
 from assets.sensors import shard_sensor
 from resources import CorpusStorage, YunqueSettings
 from resources.corpus import default_corpus
 from yunque.env import home as default_home
 
-ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup])
-CHECKS = dg.load_asset_checks_from_modules([checks])
+ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens])
+CHECKS = dg.load_asset_checks_from_modules([checks, token_checks])
 
 
 def build_resources(home: str | None = None, corpus: str | None = None, preset: str | None = None,
@@ -26,8 +26,8 @@ def build_resources(home: str | None = None, corpus: str | None = None, preset: 
     }
 
 
-# On by default: when the shard sensor's runs land new signatures, dedup_index and then
-# deduped_documents follow through their eager automation conditions.
+# On by default: when the shard sensor's runs land new signatures, dedup_index, then
+# deduped_documents, the tokenizer (once) and token_shards follow through their automation conditions.
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "data_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=int(os.environ.get("YUNQUE_AUTOMATION_INTERVAL", "30")),

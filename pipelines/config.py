@@ -123,12 +123,35 @@ class DedupConfig:
 
 
 @dataclass
+class TokenizerConfig:
+    vocab_size: int = 32_000  # 48_000 suits technical domains with many identifiers
+    # A merge must be seen at least this often; a vocabulary the corpus cannot fill at this
+    # frequency is an error (see pipelines.tokenizer.VocabularyTooLarge), not a tiny tokenizer.
+    min_frequency: int = 2
+    # Training text: a deterministic sample of at most this many bytes of training-split
+    # documents, streamed from the deduplicated shards.
+    sample_bytes: int = 1_000_000_000
+    # Train/validation split by document, from a hash of doc_id: the same documents are
+    # held out of tokenizer training, of the token shards' train arrays and of training.
+    val_fraction: float = 0.05
+    split_seed: int = 0
+    max_length: int = 1024  # model_max_length written for transformers
+    # Compression check: tokens per word above this for the target language is a warning.
+    max_tokens_per_word: float = 1.4
+    check_documents: int = 500  # held-out documents the round-trip check encodes
+    # Retrain even though a tokenizer with this configuration exists. Not part of the
+    # cache key: a new shard is encoded with the existing tokenizer unless asked.
+    retrain: bool = False
+
+
+@dataclass
 class DataConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
     filters: FilterConfig = field(default_factory=FilterConfig)
     langid: LangIdConfig = field(default_factory=LangIdConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -137,6 +160,7 @@ class DataConfig:
         """Hash of the named sections only, so that changing a dedup knob does not
         invalidate the cached reader output."""
         d = self.to_dict()
+        d["tokenizer"].pop("retrain")  # an action, not a property of the output
         blob = json.dumps({s: d[s] for s in sections}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -146,9 +170,11 @@ def default() -> DataConfig:
 
 
 def tiny() -> DataConfig:
-    # The data rules do not change with model size; `tiny` exists so one preset name
-    # drives the whole graph.
-    return DataConfig()
+    # The data rules do not change with model size; the tokenizer does: a few thousand
+    # tokens suit a CPU-sized model and a small corpus.
+    cfg = DataConfig()
+    cfg.tokenizer.vocab_size = 4096
+    return cfg
 
 
 PRESETS = {"default": default, "tiny": tiny}
@@ -164,6 +190,11 @@ def preset(name: str, overrides: dict[str, Any] | None = None) -> DataConfig:
         # Stop words of one language with language ID for another would reject everything.
         raise ValueError(f"filters.language ({cfg.filters.language!r}) and langid.language "
                          f"({cfg.langid.language!r}) must name the same language; set both")
+    t = cfg.tokenizer
+    if not 0 < t.val_fraction < 1:
+        raise ValueError(f"tokenizer.val_fraction must be in (0, 1), got {t.val_fraction}")
+    if t.vocab_size < 256 + 16:
+        raise ValueError(f"tokenizer.vocab_size must be at least 272 (256 bytes + special tokens), got {t.vocab_size}")
     return cfg
 
 

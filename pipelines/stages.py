@@ -28,6 +28,8 @@ CODE_VERSIONS = {
     "minhash_signatures": "2",
     "dedup_index": "2",
     "deduped_documents": "2",
+    "tokenizer": "1",
+    "token_shards": "1",
 }
 
 FILTERED_SCHEMA = pa.schema([*DOC_SCHEMA, pa.field("lang", pa.string()), pa.field("lang_score", pa.float32())])

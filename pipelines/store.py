@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,11 +105,13 @@ class DataStore:
         tables: dict[str, pa.Table],
         side: dict[Path, pa.Table] | None = None,
         extra_files: dict[str, str] | None = None,
+        write: Callable[[Path], list[str]] | None = None,
     ) -> None:
         """Write `tables` (file name -> table) as the new asset directory in one rename,
         after the side tables (rejections), which are each replaced in one rename too and
         carry the cache key. The manifest lives inside the directory, so readers see the
-        old state or the new one, and a crash at any point makes the next run recompute."""
+        old state or the new one, and a crash at any point makes the next run recompute.
+        `write(directory)` writes files of other formats there and returns their names."""
         final = self.dir(asset, shard)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=self.staging(), prefix=f"{asset}.{shard or '_'}."))
@@ -116,10 +119,11 @@ class DataStore:
             pq.write_table(table, tmp / name, compression="zstd")
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
+        written = write(tmp) if write is not None else []
         side = side or {}
         manifest = {
             "key": stats.key,
-            "files": sorted([*tables, *(extra_files or {})]),
+            "files": sorted([*tables, *(extra_files or {}), *written]),
             "side_files": sorted(str(p) for p in side),
             "stats": stats.to_json(),
         }

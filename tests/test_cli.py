@@ -49,3 +49,15 @@ def test_fetch_sample_without_apt_says_what_to_do(tmp_path):
     p = yunque("--home", str(tmp_path / "home"), "fetch-sample", env={"PATH": str(bindir)})
     assert p.returncode == 2
     assert "apt-get" in p.stderr and "--corpus" in p.stderr
+
+
+def test_vocabulary_too_large_for_the_corpus_is_a_clear_error(tmp_path):
+    """The `tiny` preset's 4,096 tokens on a corpus of a few hundred words: the run stops at
+    the tokenizer and says what to change, after the data stages succeeded."""
+    corpus = tmp_path / "corpus"
+    write_two_shards(corpus)
+    p = yunque("--home", str(tmp_path / "home"), "run", "--corpus", str(corpus), "--workers", "1")
+    assert p.returncode == 1
+    assert "tokenizer" in p.stderr and "lower tokenizer.vocab_size" in p.stderr, p.stderr
+    assert "[foro] deduped_documents" in p.stdout
+    assert not (tmp_path / "home" / "data" / "token_shards").exists()

@@ -1,6 +1,7 @@
 """The unattended path, for real: a Dagster daemon on a temporary home watches a corpus
 folder; the shard sensor registers shards and launches runs, the automation sensor then
-builds dedup_index and deduped_documents; a shard added later flows through the same way."""
+builds dedup_index, deduped_documents, the tokenizer (once) and token_shards; a shard added
+later flows through the same way and is encoded with the existing tokenizer."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tests.factory import add_shard, write_two_shards
+from tests.factory import SMALL_VOCAB, add_shard, write_two_shards
 from yunque import env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +42,7 @@ def test_daemon_sensor_and_automation(tmp_path, monkeypatch):
     home = env.use_home(tmp_path / "home")
     daemon_env = {**os.environ, "YUNQUE_HOME": str(home), "YUNQUE_CORPUS": str(corpus),
                   "YUNQUE_SENSOR_INTERVAL": "5", "YUNQUE_AUTOMATION_INTERVAL": "5",
-                  "DAGSTER_HOME": str(home / "dagster")}
+                  "DAGSTER_HOME": str(home / "dagster"), "YUNQUE_OVERRIDES": SMALL_VOCAB}
     daemon = Path(sys.executable).with_name("dagster-daemon")
     with open(tmp_path / "daemon.log", "w") as log:
         proc = subprocess.Popen([str(daemon), "run", "-w", "workspace.yaml"], cwd=REPO, env=daemon_env,
@@ -49,10 +50,11 @@ def test_daemon_sensor_and_automation(tmp_path, monkeypatch):
     try:
         instance = dg.DagsterInstance.get()
         deadline = time.time() + 300
-        _wait(instance, "deduped_documents", {"foro", "manuales"}, deadline, proc)
+        _wait(instance, "token_shards", {"foro", "manuales"}, deadline, proc)
         assert _materialized(instance, "dedup_index") == {"-"}
         add_shard(corpus, "nuevo")
-        _wait(instance, "deduped_documents", {"foro", "manuales", "nuevo"}, time.time() + 300, proc)
+        _wait(instance, "token_shards", {"foro", "manuales", "nuevo"}, time.time() + 300, proc)
+        assert len(instance.fetch_materializations(dg.AssetKey("tokenizer"), limit=10).records) == 1
         runs = instance.get_runs()
         assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs if r.is_finished)
     finally:

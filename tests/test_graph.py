@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from tests.factory import add_shard, write_two_shards
+from tests.factory import SMALL_VOCAB, add_shard, write_two_shards
 from yunque import env
 
 
@@ -31,7 +31,7 @@ def test_whole_data_graph(home, corpus):
     from assets.runner import run_graph
 
     root, expected = corpus
-    summary = run_graph(str(root))
+    summary = run_graph(str(root), overrides=SMALL_VOCAB)
     assert summary.ok, [r for r in summary.runs if not r["ok"]]
     assert sorted(summary.shards) == ["foro", "manuales"]
 
@@ -68,25 +68,69 @@ def test_whole_data_graph(home, corpus):
         md = mats[0].asset_materialization.metadata
         assert "drops" in md and "documents_in" in md and "bytes_in" in md
     assert instance.fetch_materializations(dg.AssetKey("dedup_index"), limit=1).records
-    checks = [c for r in summary.runs for c in r["checks"]]
-    assert {"every_document_once", "language_is_pure", "no_near_duplicates_left"} <= {n for n, _ in checks}
-    assert all(p for _, p in checks)
+    checks = dict(c for r in summary.runs for c in r["checks"])
+    assert {"every_document_once", "language_is_pure", "no_near_duplicates_left", "tokenizer_round_trip",
+            "tokens_per_word"} <= checks.keys()
+    # tokens_per_word is a warning: a 512-token vocabulary on random words may exceed 1.4
+    assert all(p for n, p in checks.items() if n != "tokens_per_word")
+
+    # The tokenizer and token arrays: loadable by transformers and by the training loader.
+    from transformers import AutoTokenizer
+
+    from model.data import TokenWindows
+    from pipelines.token_format import TokenShard
+
+    tok = AutoTokenizer.from_pretrained(home / "data" / "tokenizer")
+    assert len(tok) == 512
+    tok_mat = instance.fetch_materializations(dg.AssetKey("tokenizer"), limit=1).records[0]
+    assert tok_mat.asset_materialization.metadata["vocab_size"].value == 512
+    paths = sorted((home / "data" / "token_shards").iterdir())
+    assert [p.name for p in paths] == ["foro", "manuales"]
+    headers = [TokenShard.open(p).header for p in paths]
+    assert sum(h["splits"]["train"]["documents"] + h["splits"]["val"]["documents"] for h in headers) == kept.height
+    x, _ = TokenWindows(paths, seq_len=16, batch_size=2).next_batch()
+    assert x.shape == (2, 16) and int(x.max()) < 512
+    ts = instance.fetch_materializations(dg.AssetKey("token_shards"), limit=10).records
+    assert {m.partition_key for m in ts} == {"foro", "manuales"}
+    assert "tokens_per_parameter" in ts[0].asset_materialization.metadata
 
     # Re-running an unchanged corpus does no work: every stage reports a cache hit.
-    again = run_graph(str(root))
+    again = run_graph(str(root), overrides=SMALL_VOCAB)
     assert again.ok
     cached = [m.get("cached") for r in again.runs for m in r["metadata"].values()]
     assert cached and all(cached)
 
     # A new shard: only its own signatures are computed; the old shards' stay cached.
     add_shard(root, "nuevo")
-    third = run_graph(str(root))
+    third = run_graph(str(root), overrides=SMALL_VOCAB)
     assert third.ok
     sig_runs = {r["shard"]: r["metadata"]["minhash_signatures"]["cached"] for r in third.runs
                 if "minhash_signatures" in r["metadata"]}
     assert sig_runs == {"foro": True, "manuales": True, "nuevo": False}
     kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
     assert set(kept["shard"]) == {"foro", "manuales", "nuevo"}
+    # ... and it is encoded with the existing tokenizer, which is not retrained
+    md = {(r["shard"], k): m for r in third.runs for k, m in r["metadata"].items()}
+    assert md[(None, "tokenizer")]["cached"] is True
+    assert md[("nuevo", "token_shards")]["cached"] is False
+    for shard in ("foro", "manuales"):
+        assert md[(shard, "token_shards")]["cached"] == md[(shard, "deduped_documents")]["cached"]
+
+    # Retraining the tokenizer (another vocabulary) marks every token shard stale.
+    from dagster._core.definitions.data_version import StaleStatus
+    from dagster._utils.test.data_versions import get_stale_status_resolver
+
+    from assets.definitions import ASSETS
+
+    def stale(key: str) -> set[str]:
+        resolver = get_stale_status_resolver(instance, ASSETS)
+        return {p for p in ("foro", "manuales", "nuevo")
+                if resolver.get_status(dg.AssetKey(key), p) == StaleStatus.STALE}
+
+    assert stale("token_shards") == set()
+    retrained = run_graph(str(root), select="key:tokenizer", overrides=json.dumps({"tokenizer.vocab_size": 480}))
+    assert retrained.ok and retrained.runs[0]["metadata"]["tokenizer"]["vocab_size"] == 480
+    assert stale("token_shards") == {"foro", "manuales", "nuevo"}
 
 
 def test_select_runs_only_the_selection(home, corpus):
@@ -148,7 +192,7 @@ def test_definitions_load():
     graph = defs.resolve_asset_graph()
     names = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
-                     "dedup_index", "deduped_documents"}
+                     "dedup_index", "deduped_documents", "tokenizer", "token_shards"}
     assert defs.resolve_job_def("shard_job") is not None
 
 
@@ -165,7 +209,7 @@ def test_graph_on_s3_corpus(home, tmp_path, s3_server, monkeypatch):
     for path in local.rglob("*"):
         if path.is_file():
             s3.upload_file(str(path), "lake", f"raw/es/{path.relative_to(local)}")
-    summary = run_graph("s3://lake/raw/es", endpoint_url=s3_server)
+    summary = run_graph("s3://lake/raw/es", endpoint_url=s3_server, overrides=SMALL_VOCAB)
     assert summary.ok, [r for r in summary.runs if not r["ok"]]
     kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
     rejected = pl.read_parquet(f"{home}/data/rejected_documents/*/*.parquet")
@@ -181,5 +225,5 @@ def test_automation_follows_new_signatures():
     sensor = defs.get_sensor_def("data_automation")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     graph = defs.resolve_asset_graph()
-    for key in ("dedup_index", "deduped_documents"):
+    for key in ("dedup_index", "deduped_documents", "tokenizer", "token_shards"):
         assert graph.get(dg.AssetKey(key)).automation_condition is not None

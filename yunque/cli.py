@@ -31,6 +31,15 @@ def cmd_fetch_sample(args: argparse.Namespace) -> int:
     return _fetch(Path(args.dest).absolute() if args.dest else home / "sample")
 
 
+def _describe(md: dict) -> str:
+    """One progress-line summary of an asset's metadata."""
+    if "vocab_size" in md and "tokens_per_word" in md:
+        return f"vocab {md['vocab_size']:,}, {md['tokens_per_word']} tokens/word"
+    if "train_tokens" in md:
+        return f"{md['train_tokens']:,} train + {md['val_tokens']:,} val tokens"
+    return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     home = env.use_home(args.home)
     corpus = args.corpus or str(home / "sample")
@@ -52,10 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def progress(assets: str, shard: str, entry: dict) -> None:
         bar.update(1)
         md = entry["metadata"]
-        parts = []
-        for name, m in md.items():
-            mark = " (cached)" if m.get("cached") else ""
-            parts.append(f"{name} {m.get('documents_in', '?')}->{m.get('documents_out', '?')}{mark}")
+        parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in md.items()]
         status = "ok" if entry["ok"] else f"FAILED: {entry['error']}"
         if entry.get("warnings"):
             status += f" (checks failed: {', '.join(entry['warnings'])})"
@@ -79,6 +85,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"\n{len(summary.runs)} runs over {len(summary.shards)} shards, {len(failed)} failed.")
     print(f"kept documents:     {home}/data/deduped_documents/*/*.parquet")
     print(f"rejected documents: {home}/data/rejected_documents/*/*.parquet")
+    if (home / "data" / "tokenizer" / "tokenizer.json").exists():
+        print(f"tokenizer:          {home}/data/tokenizer/ (transformers.AutoTokenizer.from_pretrained)")
+        print(f"token arrays:       {home}/data/token_shards/*/{{train,val}}.bin (+ header.json)")
     print(f"Dagster UI:         YUNQUE_HOME={home} YUNQUE_CORPUS={corpus} DAGSTER_HOME={home}/dagster "
           ".venv/bin/dagster dev -w workspace.yaml")
     for r in failed:

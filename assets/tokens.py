@@ -1,0 +1,117 @@
+"""tokenizer (whole corpus) and token_shards (per shard)."""
+
+import dagster as dg
+
+from assets.dedup import deduped_documents
+from assets.partitions import shards
+from model.config import corpus_verdict
+from pipelines.stages import CODE_VERSIONS
+from pipelines.tokenize_stages import (
+    TOKEN_SHARDS,
+    TOKENIZER,
+    TokenizerError,
+    corpus_tokens,
+    token_shard_stage,
+    tokenizer_stage,
+)
+from resources import CorpusStorage, YunqueSettings
+
+AC = dg.AutomationCondition
+
+# Trained once, when it is missing and every registered shard has deduplicated output.
+# A shard that lands later does not retrain it (that would make every token shard and
+# model stale); `tokenizer.retrain` or a config change does.
+# (AC.on_missing() would never fire here: it only reacts to partitions added after it was
+# first evaluated, and this asset is missing from the start.) Requested again after a
+# failure only when more documents land.
+TOKENIZER_CONDITION = (
+    AC.missing() & AC.any_deps_updated().since_last_handled() & ~AC.any_deps_missing()
+    & ~AC.any_deps_in_progress() & ~AC.in_progress()
+).with_label("missing, all shards deduplicated")
+
+# Re-encode a shard when its documents change, and every shard when the tokenizer does.
+TOKENS_CONDITION = (
+    AC.any_deps_updated().since_last_handled() & ~AC.any_deps_missing() & ~AC.any_deps_in_progress()
+    & ~AC.in_progress()
+).with_label("documents or tokenizer updated")
+
+
+def _ready_shards(context, settings: YunqueSettings, corpus: CorpusStorage) -> list[str]:
+    store = settings.store()
+    present = {s.key for s in corpus.shards()}
+    registered = [s for s in context.instance.get_dynamic_partitions(shards.name) if s in present]
+    return [s for s in registered if store.manifest("deduped_documents", s) is not None]
+
+
+def _table(rows: list[dict]) -> dg.TableMetadataValue:
+    cols = list(rows[0])
+    kinds = {c: "float" if isinstance(rows[0][c], float) else "int" if isinstance(rows[0][c], int) else "string"
+             for c in cols}
+    return dg.MetadataValue.table([dg.TableRecord(r) for r in rows],
+                                  schema=dg.TableSchema([dg.TableColumn(c, kinds[c]) for c in cols]))
+
+
+@dg.asset(deps=[deduped_documents], code_version=CODE_VERSIONS[TOKENIZER], group_name="tokens",
+          kinds={"huggingface"}, automation_condition=TOKENIZER_CONDITION)
+def tokenizer(context: dg.AssetExecutionContext, settings: YunqueSettings,
+              corpus: CorpusStorage) -> dg.MaterializeResult:
+    """Byte-level BPE trained on a sample of the deduplicated training split, saved as a
+    Hugging Face tokenizer directory (tokenizer.json, tokenizer_config.json with a chat
+    template) with a compression report on held-out documents."""
+    store = settings.store()
+    cfg = settings.data_config()
+    ready = _ready_shards(context, settings, corpus)
+    try:
+        stats = tokenizer_stage(store, ready, cfg)
+    except TokenizerError as e:
+        raise dg.Failure(str(e)) from e
+    x = stats.extra
+    untrained = sorted(set(ready) - set(x["shards"]))
+    if untrained:
+        context.log.info(f"shards added since the tokenizer was trained (encoded with it as is): {untrained}")
+    report = x["compression"]
+    rows = [{"language": lang, **{k: v for k, v in r.items()}} for lang, r in report["languages"].items()]
+    target = report["languages"].get(cfg.langid.language, {})
+    md = {
+        "vocab_size": x["vocab_size"], "tokenizer_hash": x["tokenizer_hash"], "cached": stats.cached,
+        "train_documents": x["train_documents"], "train_bytes": x["train_bytes"],
+        "sample_fraction": x["sample_fraction"], "held_out_documents": x["held_out_documents"],
+        "train_seconds": x["train_seconds"], "encoder": x["encoder"], "encoder_mismatches": x["encoder_mismatches"],
+        "trained_on_shards": dg.MetadataValue.json(x["shards"]),
+        "shards_added_since": dg.MetadataValue.json(untrained),
+        "tokens_per_word": target.get("tokens_per_word", 0.0),
+        "bytes_per_token": target.get("bytes_per_token", 0.0),
+        "compression_report_path": dg.MetadataValue.path(str(store.dir(TOKENIZER) / "compression_report.json")),
+        "path": dg.MetadataValue.path(str(store.dir(TOKENIZER))),
+    }
+    if rows:
+        md["compression"] = _table(rows)
+    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(x["tokenizer_hash"]))
+
+
+@dg.asset(partitions_def=shards, deps=[deduped_documents, tokenizer], code_version=CODE_VERSIONS[TOKEN_SHARDS],
+          group_name="tokens", kinds={"numpy"}, automation_condition=TOKENS_CONDITION)
+def token_shards(context: dg.AssetExecutionContext, settings: YunqueSettings,
+                 corpus: CorpusStorage) -> dg.MaterializeResult:
+    """The shard's documents as flat token arrays (train and validation split by document),
+    end-of-document token after each, with offsets and a JSON header; np.memmap-able."""
+    store = settings.store()
+    cfg = settings.data_config()
+    shard = context.partition_key
+    try:
+        stats = token_shard_stage(store, shard, cfg)
+    except (TokenizerError, FileNotFoundError) as e:
+        raise dg.Failure(str(e)) from e
+    x = stats.extra
+    total = corpus_tokens(store, _ready_shards(context, settings, corpus))
+    vocab = store.manifest(TOKENIZER)["stats"]["extra"]["vocab_size"]
+    md = {
+        "documents": stats.docs_out, "tokens": x["tokens"], "train_tokens": x["train_tokens"],
+        "val_tokens": x["val_tokens"], "train_documents": x["train_documents"], "val_documents": x["val_documents"],
+        "bytes_per_token": round(stats.bytes_in / max(1, x["tokens"]), 3), "dtype": x["dtype"],
+        "tokenizer_hash": x["tokenizer_hash"], "cached": stats.cached, "dagster/row_count": stats.docs_out,
+        "corpus_train_tokens": total["train_tokens"], "corpus_shards_encoded": total["shards"],
+        "tokens_per_parameter": _table(corpus_verdict(total["train_tokens"], vocab)),
+        "path": dg.MetadataValue.path(str(store.dir(TOKEN_SHARDS, shard))),
+    }
+    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(stats.key))

@@ -1,0 +1,102 @@
+"""Tokenizer training time and encode throughput, our batch path against tiktoken and
+Hugging Face `tokenizers`, on the same documents in the same run.
+
+    python -m bench.bench_tokenizer [--input GLOB] [--vocab N] [--repeat N] [--threads N]
+
+Training: `pipelines.tokenizer.train_bpe` (HF `tokenizers` BpeTrainer) on every input text.
+Encoding, each given the texts in memory and the same number of threads:
+  ours      `DocumentEncoder.encode_arrays` (tiktoken's encode_to_numpy on a thread pool)
+            + packing into the uint16 token array and offsets that token_shards writes
+            (pipelines.token_format.SplitWriter)
+  tiktoken  `tiktoken.Encoding(pat_str=our split pattern, mergeable_ranks=the bytes of
+            each vocabulary entry)`.encode_ordinary_batch: the peer, no packing
+  hf        `tokenizers.Tokenizer.encode_batch_fast` on the trained tokenizer.json (what
+            `transformers` users get)
+All three must give identical ids on every document, or the benchmark fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import default_glob, load_texts
+from pipelines.token_format import SplitWriter, token_dtype
+from pipelines.tokenizer import DocumentEncoder, save_pretrained, tiktoken_encoding, train_bpe
+
+
+def best_of(repeat: int, fn) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", default=default_glob("clean_documents"),
+                   help="parquet glob of documents (default: the sample's clean_documents)")
+    p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = p.parse_args()
+
+    _, texts = load_texts(args.input)
+    mb = sum(len(t.encode()) for t in texts) / 1e6
+    print(f"{len(texts):,} documents, {mb:.1f} MB of UTF-8 text, {args.threads} threads, vocab {args.vocab}")
+
+    t0 = time.perf_counter()
+    tok = train_bpe(texts, args.vocab)
+    train_s = time.perf_counter() - t0
+    print(f"train BPE: {train_s:.1f} s ({mb / train_s:.1f} MB/s)")
+
+    with tempfile.TemporaryDirectory() as d:
+        save_pretrained(tok, Path(d), 1024)
+        ours = DocumentEncoder(d, backend="tiktoken")
+        hf = DocumentEncoder(d, backend="hf").hf
+        peer = tiktoken_encoding(hf)
+        dtype = token_dtype(ours.vocab_size)
+
+        def run_ours():
+            arrays = ours.encode_arrays(texts, threads=args.threads)
+            w = SplitWriter(Path(d), "bench", dtype, ours.eot_id)
+            w.add(arrays, 0)
+            w.close()
+            return arrays
+
+        def run_hf():
+            return [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
+
+        os.environ.setdefault("RAYON_NUM_THREADS", str(args.threads))
+        results = {
+            "ours": best_of(args.repeat, run_ours),
+            "tiktoken": best_of(args.repeat, lambda: peer.encode_ordinary_batch(texts, num_threads=args.threads)),
+            "hf": best_of(args.repeat, run_hf),
+        }
+        packed = np.fromfile(Path(d) / "bench.bin", dtype)
+    results["ours"] = (results["ours"][0], [a.tolist() for a in results["ours"][1]])
+    ref = results["ours"][1]
+    for name, (_, ids) in results.items():
+        same = sum(a == b for a, b in zip(ids, ref))
+        if same != len(ref):
+            raise SystemExit(f"{name}: {len(ref) - same} documents with different ids than ours")
+    tokens = sum(map(len, ref))
+    assert len(packed) == tokens + len(ref)  # one end-of-document token each
+    print(f"identical ids on all {len(ref):,} documents; {tokens:,} tokens, "
+          f"{mb * 1e6 / tokens:.2f} bytes/token")
+    print(f"{'encoder':<10} {'seconds':>8} {'MB/s':>8} {'Mtok/s':>8}")
+    for name, (sec, _) in results.items():
+        print(f"{name:<10} {sec:>8.2f} {mb / sec:>8.2f} {tokens / sec / 1e6:>8.2f}")
+    o, t, h = (results[k][0] for k in ("ours", "tiktoken", "hf"))
+    print(f"ours / tiktoken throughput: {t / o:.2f}x; ours / hf: {h / o:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""The tokenizer (whole corpus) and token shards (per shard) as memoised stages.
+
+The tokenizer's cache key is its configuration and code version only, not the corpus:
+a shard that lands later is encoded with the existing tokenizer (retraining would make
+every token shard and every model trained on them stale). `tokenizer.retrain` forces
+a new one; its data version is the hash of tokenizer.json, so an identical result
+leaves downstream fresh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.config import DataConfig
+from pipelines.stages import CODE_VERSIONS, upstream_key
+from pipelines.store import DataStore, StageStats, cache_key
+from pipelines.token_format import FORMAT, HEADER, SPLITS, SplitWriter, token_dtype
+from pipelines.tokenizer import (
+    ENCODER_FILE,
+    PROBES,
+    DocumentEncoder,
+    TokenizerError,
+    in_sample,
+    is_validation,
+    load_encoder,
+    save_pretrained,
+    tiktoken_encoding,
+    train_bpe,
+)
+
+TOKENIZER = "tokenizer"
+TOKEN_SHARDS = "token_shards"
+BATCH = 1024  # documents per encode call
+
+
+def _docs(store: DataStore, shards: Sequence[str], columns: list[str]) -> Iterator[dict]:
+    for s in sorted(shards):
+        pf = pq.ParquetFile(store.part("deduped_documents", s))
+        for batch in pf.iter_batches(batch_size=BATCH, columns=columns):
+            yield from batch.to_pylist()
+
+
+@dataclass
+class _Sample:
+    """Counts what the training iterator yielded (it is consumed inside `tokenizers`)."""
+
+    documents: int = 0
+    bytes: int = 0
+    held_out: int = 0
+    val: list[dict] = field(default_factory=list)
+    head: list[dict] = field(default_factory=list)  # first training documents, if none are held out
+
+
+def tokenizer_key(cfg: DataConfig) -> str:
+    return cache_key(TOKENIZER, CODE_VERSIONS[TOKENIZER], cfg.section_hash("tokenizer"))
+
+
+def tokenizer_stage(store: DataStore, shards: Sequence[str], cfg: DataConfig) -> StageStats:
+    t = cfg.tokenizer
+    key = tokenizer_key(cfg)
+    if not t.retrain and (hit := store.cached(TOKENIZER, None, key)):
+        return hit
+    if not shards:
+        raise TokenizerError("no shard has deduped_documents yet: nothing to train a tokenizer on")
+    total = sum(store.manifest("deduped_documents", s)["stats"]["bytes_out"] for s in shards)
+    fraction = min(1.0, t.sample_bytes / max(1, total * (1 - t.val_fraction)))
+    sample = _Sample()
+
+    def texts() -> Iterator[str]:
+        for row in _docs(store, shards, ["doc_id", "text", "lang"]):
+            if is_validation(row["doc_id"], t.val_fraction, t.split_seed):
+                sample.held_out += 1
+                if len(sample.val) < max(t.check_documents, 2000):
+                    sample.val.append(row)
+                continue
+            if not in_sample(row["doc_id"], fraction, t.split_seed) or sample.bytes >= t.sample_bytes:
+                continue
+            sample.documents += 1
+            if len(sample.head) < 200:
+                sample.head.append(row)
+            sample.bytes += len(row["text"].encode())
+            yield row["text"]
+
+    start = time.perf_counter()
+    try:
+        tok = train_bpe(texts(), t.vocab_size, t.min_frequency)
+    except TokenizerError:
+        if sample.documents:
+            raise
+        tok = None
+    seconds = time.perf_counter() - start
+    if sample.documents == 0 or tok is None:
+        raise TokenizerError(f"shards {sorted(shards)} hold no training documents ({sample.held_out} "
+                             "documents, all in the validation split): the deduplicated corpus is empty")
+    # A corpus too small to hold any document out is still reported on, and says so.
+    held_out = bool(sample.val)
+    report_docs = sample.val or sample.head
+    texts_val = [r["text"] for r in report_docs]
+    backend, mismatches = choose_backend(tok, texts_val + PROBES)
+
+    def write(directory: Path) -> list[str]:
+        tok_hash = save_pretrained(tok, directory, t.max_length)
+        (directory / ENCODER_FILE).write_text(json.dumps(
+            {"backend": backend, "tokenizer_hash": tok_hash, "checked_texts": len(texts_val) + len(PROBES),
+             "mismatches": mismatches}, indent=1))
+        enc = DocumentEncoder(directory)
+        report = compression_report(enc, report_docs) | {"held_out": held_out}
+        (directory / "compression_report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+        stats.extra.update(tokenizer_hash=tok_hash, compression=report)
+        return sorted(p.name for p in directory.iterdir())
+
+    stats = StageStats(
+        key=key, docs_in=sample.documents, docs_out=sample.documents, bytes_in=sample.bytes,
+        extra={"vocab_size": tok.get_vocab_size(), "train_documents": sample.documents,
+               "train_bytes": sample.bytes, "held_out_documents": sample.held_out,
+               "sample_fraction": round(fraction, 6), "shards": sorted(shards), "encoder": backend,
+               "encoder_mismatches": mismatches, "train_seconds": round(seconds, 2)},
+    )
+    store.commit(TOKENIZER, None, stats, {}, write=write)
+    return stats
+
+
+def choose_backend(tok, texts: Sequence[str]) -> tuple[str, int]:
+    """tiktoken if it reproduces the HF ids on every text, else HF (correct, slower)."""
+    enc = tiktoken_encoding(tok)
+    tok.encode_special_tokens = True
+    try:
+        hf = [e.ids for e in tok.encode_batch_fast(list(texts), add_special_tokens=False)]
+    finally:
+        tok.encode_special_tokens = False
+    tt = enc.encode_ordinary_batch(list(texts), num_threads=os.cpu_count() or 1)
+    mismatches = sum(a != b for a, b in zip(hf, tt))
+    return ("tiktoken" if mismatches == 0 else "hf"), mismatches
+
+
+def compression_report(enc: DocumentEncoder, docs: Sequence[dict]) -> dict:
+    """Tokens per word, bytes and characters per token on held-out documents, per language."""
+    by_lang: dict[str, dict[str, float]] = {}
+    ids = enc.encode_batch([d["text"] for d in docs])
+    for d, toks in zip(docs, ids):
+        r = by_lang.setdefault(d.get("lang") or "unknown", {"documents": 0, "words": 0, "tokens": 0,
+                                                             "bytes": 0, "chars": 0})
+        r["documents"] += 1
+        r["words"] += len(d["text"].split())
+        r["tokens"] += len(toks)
+        r["bytes"] += len(d["text"].encode())
+        r["chars"] += len(d["text"])
+    for r in by_lang.values():
+        r["tokens_per_word"] = round(r["tokens"] / max(1, r["words"]), 4)
+        r["bytes_per_token"] = round(r["bytes"] / max(1, r["tokens"]), 4)
+        r["chars_per_token"] = round(r["chars"] / max(1, r["tokens"]), 4)
+    return {"vocab_size": enc.vocab_size, "documents": len(docs), "languages": by_lang}
+
+
+@dataclass
+class RoundTrip:
+    checked: int
+    failures: list[dict]
+
+
+def round_trip(store: DataStore, shards: Sequence[str], cfg: DataConfig, limit: int | None = None) -> RoundTrip:
+    """decode(encode(text)) == text for held-out documents and the probe strings, with the
+    encoder token_shards uses; and that encoder agrees with the HF tokenizer."""
+    t = cfg.tokenizer
+    directory = store.dir(TOKENIZER)
+    enc = DocumentEncoder(directory)
+    hf = DocumentEncoder(directory, backend="hf")
+    texts = list(PROBES)
+    for row in _docs(store, shards, ["doc_id", "text"]):
+        if len(texts) >= len(PROBES) + (limit or t.check_documents):
+            break
+        if is_validation(row["doc_id"], t.val_fraction, t.split_seed):
+            texts.append(row["text"])
+    failures = []
+    for text, ids, ref in zip(texts, enc.encode_batch(texts), hf.encode_batch(texts)):
+        back = enc.decode(ids)
+        if back != text or ids != ref:
+            failures.append({"text": text[:120], "decoded": back[:120], "same_ids_as_hf": ids == ref})
+    return RoundTrip(len(texts), failures)
+
+
+def token_shard_key(store: DataStore, shard: str, cfg: DataConfig) -> tuple[str, str]:
+    m = store.manifest(TOKENIZER)
+    if m is None:
+        raise FileNotFoundError("the tokenizer has not been materialized yet")
+    tok_hash = m["stats"]["extra"]["tokenizer_hash"]
+    key = cache_key(TOKEN_SHARDS, CODE_VERSIONS[TOKEN_SHARDS], cfg.section_hash("tokenizer"), tok_hash,
+                    upstream_key(store, "deduped_documents", shard))
+    return key, tok_hash
+
+
+def token_shard_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageStats:
+    t = cfg.tokenizer
+    key, tok_hash = token_shard_key(store, shard, cfg)
+    if hit := store.cached(TOKEN_SHARDS, shard, key):
+        return hit
+    enc = load_encoder(str(store.dir(TOKENIZER)), tok_hash)
+    if enc.hash != tok_hash:
+        raise TokenizerError(f"{store.dir(TOKENIZER)}: tokenizer.json changed under its manifest "
+                             f"({enc.hash} != {tok_hash}); re-materialize the tokenizer")
+    dtype = token_dtype(enc.vocab_size)
+    stats = StageStats(key=key)
+
+    def write(directory: Path) -> list[str]:
+        writers = {s: SplitWriter(directory, s, dtype, enc.eot_id) for s in SPLITS}
+        lineage: dict[str, list] = {"doc_id": [], "split": [], "index": []}
+        pf = pq.ParquetFile(store.part("deduped_documents", shard))
+        for batch in pf.iter_batches(batch_size=BATCH, columns=["doc_id", "text"]):
+            ids, texts = batch["doc_id"].to_pylist(), batch["text"].to_pylist()
+            encoded = enc.encode_arrays(texts, threads=os.cpu_count() or 1)
+            for split in SPLITS:
+                pick = [i for i, d in enumerate(ids)
+                        if is_validation(d, t.val_fraction, t.split_seed) == (split == "val")]
+                w = writers[split]
+                lineage["doc_id"] += [ids[i] for i in pick]
+                lineage["split"] += [split] * len(pick)
+                lineage["index"] += range(w.documents, w.documents + len(pick))
+                w.add([encoded[i] for i in pick], sum(len(texts[i].encode()) for i in pick))
+        splits = {s: w.close() for s, w in writers.items()}
+        header = {"format": FORMAT, "dtype": dtype.str, "vocab_size": enc.vocab_size, "eot_id": enc.eot_id,
+                  "tokenizer_hash": tok_hash, "encoder": enc.backend, "shard": shard, "splits": splits}
+        (directory / HEADER).write_text(json.dumps(header, indent=1))
+        pq.write_table(pa.table({"doc_id": pa.array(lineage["doc_id"], pa.string()),
+                                 "split": pa.array(lineage["split"], pa.string()),
+                                 "index": pa.array(lineage["index"], pa.int64())}),
+                       directory / "documents.parquet")
+        docs = sum(s["documents"] for s in splits.values())
+        stats.docs_in = stats.docs_out = docs
+        stats.bytes_in = sum(s["bytes"] for s in splits.values())
+        stats.bytes_out = sum(s["tokens"] for s in splits.values()) * dtype.itemsize
+        stats.extra.update(tokens=sum(s["tokens"] for s in splits.values()), dtype=str(dtype),
+                           train_tokens=splits["train"]["tokens"], val_tokens=splits["val"]["tokens"],
+                           train_documents=splits["train"]["documents"], val_documents=splits["val"]["documents"],
+                           tokenizer_hash=tok_hash)
+        return ["header.json", "documents.parquet", *(f"{s}.{x}" for s in SPLITS for x in ("bin", "idx"))]
+
+    store.commit(TOKEN_SHARDS, shard, stats, {}, write=write)
+    return stats
+
+
+def corpus_tokens(store: DataStore, shards: Sequence[str]) -> dict[str, int]:
+    """Train/val tokens over the shards that have token arrays (for the size verdict)."""
+    out = {"shards": 0, "train_tokens": 0, "val_tokens": 0}
+    for s in shards:
+        m = store.manifest(TOKEN_SHARDS, s)
+        if m is None:
+            continue
+        out["shards"] += 1
+        out["train_tokens"] += m["stats"]["extra"]["train_tokens"]
+        out["val_tokens"] += m["stats"]["extra"]["val_tokens"]
+    return out

@@ -1,0 +1,120 @@
+"""The pretraining loader: exact resume, DDP ranks without overlap, validation windows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from model.data import LoaderStateError, TokenWindows, validation_batches
+from pipelines.token_format import FORMAT, HEADER, SplitWriter, TokenShardError
+
+
+def _shard(root, name: str, lengths: list[int], start: int, tok_hash: str = "h1"):
+    """A token shard whose tokens are consecutive integers from `start`, so every window
+    is identified by its first token."""
+    d = root / name
+    d.mkdir(parents=True)
+    splits = {}
+    value = start
+    for split, lens in (("train", lengths), ("val", lengths[:2])):
+        w = SplitWriter(d, split, np.dtype("<u4"), eot_id=0)
+        docs = []
+        for n in lens:
+            docs.append(list(range(value, value + n)))
+            value += n + 1
+        w.add(docs, 0)
+        splits[split] = w.close()
+    (d / HEADER).write_text(json.dumps({"format": FORMAT, "dtype": "<u4", "vocab_size": 2**20, "eot_id": 0,
+                                        "tokenizer_hash": tok_hash, "shard": name, "splits": splits}))
+    return d
+
+
+@pytest.fixture()
+def shards(tmp_path):
+    return [_shard(tmp_path, "a", [300, 50, 700], 1), _shard(tmp_path, "b", [1200], 100_000),
+            _shard(tmp_path, "c", [90, 410, 333], 200_000)]
+
+
+def _run(loader: TokenWindows, steps: int) -> list[torch.Tensor]:
+    return [loader.next_batch()[0].clone() for _ in range(steps)]
+
+
+def test_targets_are_inputs_shifted_by_one(shards):
+    x, y = TokenWindows(shards, seq_len=32, batch_size=4).next_batch()
+    assert x.shape == y.shape == (4, 32) and x.dtype == torch.int64
+    assert torch.equal(x[:, 1:], y[:, :-1])
+
+
+def test_resume_sees_exactly_the_batches_of_an_uninterrupted_run(shards):
+    # 3,000-odd tokens / 32 = ~100 windows, 8 per step: 40 steps cross three epochs
+    straight = _run(TokenWindows(shards, 32, 8, seed=3), 40)
+    first = TokenWindows(shards, 32, 8, seed=3)
+    head = _run(first, 17)
+    state = json.loads(json.dumps(first.state_dict()))  # what a checkpoint stores
+    resumed = TokenWindows(shards, 32, 8, seed=3)
+    resumed.load_state_dict(state)
+    tail = _run(resumed, 23)
+    assert all(torch.equal(a, b) for a, b in zip(straight, head + tail))
+    assert first.epoch < resumed.epoch  # the resumed part crossed an epoch boundary
+
+
+def test_epochs_reshuffle_and_move_window_boundaries(shards):
+    loader = TokenWindows(shards, 32, 8, seed=0)
+    per_epoch = len(loader._order_for(0)[0]) // 8
+    e0 = torch.cat(_run(loader, per_epoch))
+    e1 = torch.cat(_run(loader, per_epoch))
+    assert loader.epoch == 1
+    starts0, starts1 = set(e0[:, 0].tolist()), set(e1[:, 0].tolist())
+    assert len(starts0) == len(e0)  # no window twice within an epoch
+    assert starts0 != starts1
+
+
+def test_ranks_split_the_global_batch_without_overlap(shards):
+    single = TokenWindows(shards, 16, 8, seed=1)
+    ranks = [TokenWindows(shards, 16, 4, rank=r, world_size=2, seed=1) for r in range(2)]
+    for _ in range(30):
+        whole = single.next_batch()[0]
+        parts = [r.next_batch()[0] for r in ranks]
+        assert torch.equal(whole, torch.cat(parts))
+        assert not set(parts[0][:, 0].tolist()) & set(parts[1][:, 0].tolist())
+
+
+def test_resume_with_another_world_size_continues_the_global_order(shards):
+    single = TokenWindows(shards, 16, 8, seed=1)
+    _run(single, 5)
+    state = single.state_dict()
+    expected = single.next_batch()[0]
+    ranks = [TokenWindows(shards, 16, 4, rank=r, world_size=2, seed=1) for r in range(2)]
+    for r in ranks:
+        r.load_state_dict(state)
+    assert torch.equal(expected, torch.cat([r.next_batch()[0] for r in ranks]))
+
+
+def test_state_from_other_data_or_shape_is_refused(shards, tmp_path):
+    state = TokenWindows(shards, 16, 4).state_dict()
+    with pytest.raises(LoaderStateError, match="seq_len"):
+        TokenWindows(shards, 32, 4).load_state_dict(state)
+    with pytest.raises(LoaderStateError, match="shards"):
+        TokenWindows(shards[:2], 16, 4).load_state_dict(state)
+
+
+def test_shards_from_different_tokenizers_are_refused(shards, tmp_path):
+    other = _shard(tmp_path / "x", "d", [500], 300_000, tok_hash="h2")
+    with pytest.raises(TokenShardError, match="different tokenizers"):
+        TokenWindows([*shards, other], 16, 4)
+
+
+def test_too_little_data_for_one_step(tmp_path):
+    small = _shard(tmp_path, "s", [40], 1)
+    with pytest.raises(TokenShardError, match="fewer than one step"):
+        TokenWindows([small], seq_len=32, batch_size=4)
+
+
+def test_validation_windows_are_dealt_to_ranks_once(shards):
+    every = torch.cat([x for x, _ in validation_batches(shards, 16, 2)])
+    dealt = [torch.cat([x for x, _ in validation_batches(shards, 16, 2, rank=r, world_size=2)]) for r in range(2)]
+    assert sorted(every[:, 0].tolist()) == sorted(torch.cat(dealt)[:, 0].tolist())
+    assert len(set(every[:, 0].tolist())) == len(every)
