@@ -18,9 +18,10 @@ from resources import CorpusStorage, YunqueSettings
 
 AC = dg.AutomationCondition
 
-# Trained once, when it is missing and every registered shard has deduplicated output.
-# A shard that lands later does not retrain it (that would make every token shard and
-# model stale); `tokenizer.retrain` or a config change does.
+# Trained once by automation, when it is missing and every registered shard has
+# deduplicated output. A shard that lands later does not retrain it (that would make
+# every token shard and model stale). A changed tokenizer.* setting or
+# `tokenizer.retrain` retrains it when it is materialized by hand (UI, `yunque run`).
 # (AC.on_missing() would never fire here: it only reacts to partitions added after it was
 # first evaluated, and this asset is missing from the start.) Requested again after a
 # failure only when more documents land.
@@ -29,10 +30,12 @@ TOKENIZER_CONDITION = (
     & ~AC.any_deps_in_progress() & ~AC.in_progress()
 ).with_label("missing, all shards deduplicated")
 
-# Re-encode a shard when its documents change, and every shard when the tokenizer does.
+# Re-encode a shard when its documents change, and every shard when the tokenizer does,
+# but never with a tokenizer whose blocking round-trip check failed (blocking checks only
+# hold inside one run, and the tokenizer and the shards always run apart).
 TOKENS_CONDITION = (
     AC.any_deps_updated().since_last_handled() & ~AC.any_deps_missing() & ~AC.any_deps_in_progress()
-    & ~AC.in_progress()
+    & ~AC.in_progress() & AC.all_deps_blocking_checks_passed()
 ).with_label("documents or tokenizer updated")
 
 
@@ -103,14 +106,17 @@ def token_shards(context: dg.AssetExecutionContext, settings: YunqueSettings,
     except (TokenizerError, FileNotFoundError) as e:
         raise dg.Failure(str(e)) from e
     x = stats.extra
-    total = corpus_tokens(store, _ready_shards(context, settings, corpus))
+    ready = _ready_shards(context, settings, corpus)
+    total = corpus_tokens(store, ready)
     vocab = store.manifest(TOKENIZER)["stats"]["extra"]["vocab_size"]
     md = {
         "documents": stats.docs_out, "tokens": x["tokens"], "train_tokens": x["train_tokens"],
         "val_tokens": x["val_tokens"], "train_documents": x["train_documents"], "val_documents": x["val_documents"],
         "bytes_per_token": round(stats.bytes_in / max(1, x["tokens"]), 3), "dtype": x["dtype"],
         "tokenizer_hash": x["tokenizer_hash"], "cached": stats.cached, "dagster/row_count": stats.docs_out,
-        "corpus_train_tokens": total["train_tokens"], "corpus_shards_encoded": total["shards"],
+        # over the shards encoded so far with this tokenizer: "N of M" says whether it is all
+        "corpus_train_tokens": total["train_tokens"],
+        "corpus_shards_encoded": f"{total['shards']} of {len(ready)}",
         "tokens_per_parameter": _table(corpus_verdict(total["train_tokens"], vocab)),
         "path": dg.MetadataValue.path(str(store.dir(TOKEN_SHARDS, shard))),
     }

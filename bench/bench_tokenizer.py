@@ -9,7 +9,8 @@ Encoding, each given the texts in memory and the same number of threads:
             + packing into the uint16 token array and offsets that token_shards writes
             (pipelines.token_format.SplitWriter)
   tiktoken  `tiktoken.Encoding(pat_str=our split pattern, mergeable_ranks=the bytes of
-            each vocabulary entry)`.encode_ordinary_batch: the peer, no packing
+            each vocabulary entry)`.encode_batch (the reasoning tags allowed, as in ours):
+            the peer, no packing
   hf        `tokenizers.Tokenizer.encode_batch_fast` on the trained tokenizer.json (what
             `transformers` users get)
 All three must give identical ids on every document, or the benchmark fails.
@@ -47,6 +48,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = p.parse_args()
+    # before the first tokenizers call, which sizes its thread pool for the process
+    os.environ["RAYON_NUM_THREADS"] = str(args.threads)
 
     _, texts = load_texts(args.input)
     mb = sum(len(t.encode()) for t in texts) / 1e6
@@ -74,10 +77,10 @@ def main() -> None:
         def run_hf():
             return [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
 
-        os.environ.setdefault("RAYON_NUM_THREADS", str(args.threads))
         results = {
             "ours": best_of(args.repeat, run_ours),
-            "tiktoken": best_of(args.repeat, lambda: peer.encode_ordinary_batch(texts, num_threads=args.threads)),
+            "tiktoken": best_of(args.repeat, lambda: peer.encode_batch(
+                texts, num_threads=args.threads, allowed_special=ours.TAGS, disallowed_special=())),
             "hf": best_of(args.repeat, run_hf),
         }
         packed = np.fromfile(Path(d) / "bench.bin", dtype)

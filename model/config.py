@@ -1,7 +1,7 @@
 """Model shapes as a dataclass with presets as functions (torch-free, so data stages can
 size the corpus against them).
 
-Conventions: head dimension 64 (128 for the 1B shape), SwiGLU hidden size about 8/3 of
+Conventions: head dimension 64, SwiGLU hidden size about 8/3 of
 the model width rounded up to a multiple of 128, no biases, tied embeddings for the
 small shapes (they would be half the parameters otherwise).
 """

@@ -50,7 +50,10 @@ class TokenWindows:
         self.epoch, self.cursor = 0, 0
         self._order: tuple[int, np.ndarray, np.ndarray, int] | None = None  # epoch, starts, bounds, shift
         total = sum(len(a) for a in self.arrays)
-        if self._epoch_windows(0)[1][-1] < self.global_batch:
+        # The random shift of an epoch can cost each shard a window: with the largest
+        # shift there must still be one full step, or some epoch would come up short.
+        fewest = sum(max(0, (len(a) - seq_len) // seq_len) for a in self.arrays)
+        if fewest < self.global_batch:
             raise TokenShardError(
                 f"{split} split has {total} tokens: fewer than one step of {self.global_batch} windows of "
                 f"{seq_len + 1} tokens (batch {batch_size} x {world_size} ranks); lower the sequence length "
@@ -84,6 +87,7 @@ class TokenWindows:
             perm, bounds, shift = self._order_for(self.epoch)
         lo = self.cursor + self.rank * self.batch_size
         windows = perm[lo:lo + self.batch_size]
+        assert len(windows) == self.batch_size, "epoch shorter than one step"  # excluded in __init__
         self.cursor += self.global_batch
         shard = np.searchsorted(bounds, windows, side="right") - 1
         starts = shift + (windows - bounds[shard]) * self.seq_len
@@ -99,15 +103,17 @@ class TokenWindows:
 
     def state_dict(self) -> dict:
         """Plain ints and strings: safe to store in a checkpoint loaded with weights_only."""
+        # token counts too: a shard re-encoded (say, after dedup changed) under the same
+        # name and tokenizer would silently give other batches
         return {"epoch": self.epoch, "cursor": self.cursor, "seed": self.seed, "seq_len": self.seq_len,
                 "split": self.split, "shards": [s.path.name for s in self.shards],
-                "tokenizer_hash": self.tokenizer_hash}
+                "tokens": [len(a) for a in self.arrays], "tokenizer_hash": self.tokenizer_hash}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue where `state` left off. The world size may differ (the cursor counts
         global windows), but the data and the window shape may not."""
         mine = self.state_dict()
-        for k in ("seed", "seq_len", "split", "shards", "tokenizer_hash"):
+        for k in ("seed", "seq_len", "split", "shards", "tokens", "tokenizer_hash"):
             if state.get(k) != mine[k]:
                 raise LoaderStateError(f"cannot resume: checkpoint's loader {k}={state.get(k)!r}, "
                                        f"this run's {mine[k]!r}")
@@ -118,13 +124,16 @@ def validation_batches(paths: Sequence[str | Path], seq_len: int, batch_size: in
                        world_size: int = 1, max_batches: int | None = None
                        ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Every non-overlapping window of the validation split, in order, batches dealt to
-    ranks round-robin (so the union over ranks is each window once)."""
+    ranks round-robin (so the union over ranks is each window once). Every rank gets the
+    same number of batches (the last partial round is dropped), so per-batch collectives
+    in DDP evaluation cannot hang."""
     shards = open_shards(paths)
     windows = [(a, start) for a in (s.split("val").tokens for s in shards)
                for start in range(0, len(a) - seq_len, seq_len)]
     n_batches = len(windows) // batch_size
     if max_batches is not None:
         n_batches = min(n_batches, max_batches)
+    n_batches -= n_batches % world_size
     for b in range(rank, n_batches, world_size):
         chunk = windows[b * batch_size:(b + 1) * batch_size]
         out = np.stack([a[s:s + seq_len + 1] for a, s in chunk]).astype(np.int64)

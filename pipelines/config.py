@@ -135,7 +135,9 @@ class TokenizerConfig:
     # held out of tokenizer training, of the token shards' train arrays and of training.
     val_fraction: float = 0.05
     split_seed: int = 0
-    max_length: int = 1024  # model_max_length written for transformers
+    # model_max_length written for transformers (the largest preset context; the export
+    # writes the model's own)
+    max_length: int = 2048
     # Compression check: tokens per word above this for the target language is a warning.
     max_tokens_per_word: float = 1.4
     check_documents: int = 500  # held-out documents the round-trip check encodes
@@ -156,11 +158,14 @@ class DataConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def section_hash(self, *sections: str) -> str:
-        """Hash of the named sections only, so that changing a dedup knob does not
-        invalidate the cached reader output."""
+    def section_hash(self, *sections: str, fields: tuple[str, ...] | None = None) -> str:
+        """Hash of the named sections only (or of `fields` of the one named section), so
+        that changing a dedup knob does not invalidate the cached reader output, nor a
+        check threshold the tokenizer."""
         d = self.to_dict()
-        d["tokenizer"].pop("retrain")  # an action, not a property of the output
+        if fields is not None:
+            (section,) = sections
+            d = {section: {f: d[section][f] for f in fields}}
         blob = json.dumps({s: d[s] for s in sections}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

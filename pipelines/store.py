@@ -115,11 +115,15 @@ class DataStore:
         final = self.dir(asset, shard)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=self.staging(), prefix=f"{asset}.{shard or '_'}."))
-        for name, table in tables.items():
-            pq.write_table(table, tmp / name, compression="zstd")
-        for name, text in (extra_files or {}).items():
-            (tmp / name).write_text(text)
-        written = write(tmp) if write is not None else []
+        try:
+            for name, table in tables.items():
+                pq.write_table(table, tmp / name, compression="zstd")
+            for name, text in (extra_files or {}).items():
+                (tmp / name).write_text(text)
+            written = write(tmp) if write is not None else []
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # token arrays can be gigabytes
+            raise
         side = side or {}
         manifest = {
             "key": stats.key,

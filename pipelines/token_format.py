@@ -16,9 +16,11 @@ without this package.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -68,6 +70,11 @@ class TokenShard:
     def tokenizer_hash(self) -> str:
         return self.header["tokenizer_hash"]
 
+    def verify(self) -> None:
+        """Raise TokenShardError unless every file has the size its header says."""
+        for name in SPLITS:
+            self.split(name)
+
     def split(self, name: str) -> TokenSplit:
         if name not in SPLITS:
             raise TokenShardError(f"unknown split {name!r}; choose one of {SPLITS}")
@@ -116,6 +123,24 @@ class SplitWriter:
         self.bytes += nbytes
 
     def close(self) -> dict:
+        for f in (self.bin, self.idx):
+            if not f.closed:
+                f.flush()
+                os.fsync(f.fileno())  # the manifest that follows must not outlive the data
+                f.close()
+        return {"documents": self.documents, "tokens": self.tokens, "bytes": self.bytes}
+
+    def reset(self) -> None:
+        """Start over (the caller re-encodes the shard with another encoder)."""
+        for f in (self.bin, self.idx):
+            f.seek(0)
+            f.truncate()
+        self.tokens = self.documents = self.bytes = 0
+        self.idx.write(np.zeros(1, "<i8").tobytes())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
         self.bin.close()
         self.idx.close()
-        return {"documents": self.documents, "tokens": self.tokens, "bytes": self.bytes}

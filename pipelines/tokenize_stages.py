@@ -9,9 +9,11 @@ leaves downstream fresh.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,15 @@ import pyarrow.parquet as pq
 from pipelines.config import DataConfig
 from pipelines.stages import CODE_VERSIONS, upstream_key
 from pipelines.store import DataStore, StageStats, cache_key
-from pipelines.token_format import FORMAT, HEADER, SPLITS, SplitWriter, token_dtype
+from pipelines.token_format import (
+    FORMAT,
+    HEADER,
+    SPLITS,
+    SplitWriter,
+    TokenShard,
+    TokenShardError,
+    token_dtype,
+)
 from pipelines.tokenizer import (
     ENCODER_FILE,
     PROBES,
@@ -32,7 +42,6 @@ from pipelines.tokenizer import (
     is_validation,
     load_encoder,
     save_pretrained,
-    tiktoken_encoding,
     train_bpe,
 )
 
@@ -59,8 +68,13 @@ class _Sample:
     head: list[dict] = field(default_factory=list)  # first training documents, if none are held out
 
 
+# The settings that shape each output; check thresholds and `retrain` are not among them.
+TRAINING_FIELDS = ("vocab_size", "min_frequency", "sample_bytes", "val_fraction", "split_seed", "max_length")
+SPLIT_FIELDS = ("val_fraction", "split_seed")
+
+
 def tokenizer_key(cfg: DataConfig) -> str:
-    return cache_key(TOKENIZER, CODE_VERSIONS[TOKENIZER], cfg.section_hash("tokenizer"))
+    return cache_key(TOKENIZER, CODE_VERSIONS[TOKENIZER], cfg.section_hash("tokenizer", fields=TRAINING_FIELDS))
 
 
 def tokenizer_stage(store: DataStore, shards: Sequence[str], cfg: DataConfig) -> StageStats:
@@ -104,10 +118,11 @@ def tokenizer_stage(store: DataStore, shards: Sequence[str], cfg: DataConfig) ->
     held_out = bool(sample.val)
     report_docs = sample.val or sample.head
     texts_val = [r["text"] for r in report_docs]
-    backend, mismatches = choose_backend(tok, texts_val + PROBES)
 
     def write(directory: Path) -> list[str]:
         tok_hash = save_pretrained(tok, directory, t.max_length)
+        backend, mismatches = choose_backend(directory, texts_val + PROBES)
+        stats.extra.update(encoder=backend, encoder_mismatches=mismatches)
         (directory / ENCODER_FILE).write_text(json.dumps(
             {"backend": backend, "tokenizer_hash": tok_hash, "checked_texts": len(texts_val) + len(PROBES),
              "mismatches": mismatches}, indent=1))
@@ -121,22 +136,18 @@ def tokenizer_stage(store: DataStore, shards: Sequence[str], cfg: DataConfig) ->
         key=key, docs_in=sample.documents, docs_out=sample.documents, bytes_in=sample.bytes,
         extra={"vocab_size": tok.get_vocab_size(), "train_documents": sample.documents,
                "train_bytes": sample.bytes, "held_out_documents": sample.held_out,
-               "sample_fraction": round(fraction, 6), "shards": sorted(shards), "encoder": backend,
-               "encoder_mismatches": mismatches, "train_seconds": round(seconds, 2)},
+               "sample_fraction": round(fraction, 6), "shards": sorted(shards),
+               "train_seconds": round(seconds, 2)},
     )
     store.commit(TOKENIZER, None, stats, {}, write=write)
     return stats
 
 
-def choose_backend(tok, texts: Sequence[str]) -> tuple[str, int]:
-    """tiktoken if it reproduces the HF ids on every text, else HF (correct, slower)."""
-    enc = tiktoken_encoding(tok)
-    tok.encode_special_tokens = True
-    try:
-        hf = [e.ids for e in tok.encode_batch_fast(list(texts), add_special_tokens=False)]
-    finally:
-        tok.encode_special_tokens = False
-    tt = enc.encode_ordinary_batch(list(texts), num_threads=os.cpu_count() or 1)
+def choose_backend(directory: Path, texts: Sequence[str]) -> tuple[str, int]:
+    """tiktoken if it reproduces the HF ids on every text, else HF (correct, slower).
+    Compared on the saved files, as every consumer loads them."""
+    hf = DocumentEncoder(directory, backend="hf").encode_batch(texts)
+    tt = DocumentEncoder(directory, backend="tiktoken").encode_batch(texts, threads=os.cpu_count() or 1)
     mismatches = sum(a != b for a, b in zip(hf, tt))
     return ("tiktoken" if mismatches == 0 else "hf"), mismatches
 
@@ -168,17 +179,21 @@ class RoundTrip:
 
 def round_trip(store: DataStore, shards: Sequence[str], cfg: DataConfig, limit: int | None = None) -> RoundTrip:
     """decode(encode(text)) == text for held-out documents and the probe strings, with the
-    encoder token_shards uses; and that encoder agrees with the HF tokenizer."""
+    encoder token_shards uses; and that encoder agrees with the HF tokenizer. The
+    documents are the *last* held-out ones of every shard (training chose the encoder on
+    the first ones), so each shard, including ones added later, is represented."""
     t = cfg.tokenizer
     directory = store.dir(TOKENIZER)
     enc = DocumentEncoder(directory)
     hf = DocumentEncoder(directory, backend="hf")
+    quota = -(-(limit or t.check_documents) // max(1, len(shards)))
     texts = list(PROBES)
-    for row in _docs(store, shards, ["doc_id", "text"]):
-        if len(texts) >= len(PROBES) + (limit or t.check_documents):
-            break
-        if is_validation(row["doc_id"], t.val_fraction, t.split_seed):
-            texts.append(row["text"])
+    for s in sorted(shards):
+        tail: deque[str] = deque(maxlen=quota)
+        for row in _docs(store, [s], ["doc_id", "text"]):
+            if is_validation(row["doc_id"], t.val_fraction, t.split_seed):
+                tail.append(row["text"])
+        texts += tail
     failures = []
     for text, ids, ref in zip(texts, enc.encode_batch(texts), hf.encode_batch(texts)):
         back = enc.decode(ids)
@@ -192,15 +207,15 @@ def token_shard_key(store: DataStore, shard: str, cfg: DataConfig) -> tuple[str,
     if m is None:
         raise FileNotFoundError("the tokenizer has not been materialized yet")
     tok_hash = m["stats"]["extra"]["tokenizer_hash"]
-    key = cache_key(TOKEN_SHARDS, CODE_VERSIONS[TOKEN_SHARDS], cfg.section_hash("tokenizer"), tok_hash,
-                    upstream_key(store, "deduped_documents", shard))
+    key = cache_key(TOKEN_SHARDS, CODE_VERSIONS[TOKEN_SHARDS], cfg.section_hash("tokenizer", fields=SPLIT_FIELDS),
+                    tok_hash, upstream_key(store, "deduped_documents", shard))
     return key, tok_hash
 
 
 def token_shard_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageStats:
     t = cfg.tokenizer
     key, tok_hash = token_shard_key(store, shard, cfg)
-    if hit := store.cached(TOKEN_SHARDS, shard, key):
+    if (hit := store.cached(TOKEN_SHARDS, shard, key)) and _intact(store.dir(TOKEN_SHARDS, shard)):
         return hit
     enc = load_encoder(str(store.dir(TOKENIZER)), tok_hash)
     if enc.hash != tok_hash:
@@ -209,13 +224,14 @@ def token_shard_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageSta
     dtype = token_dtype(enc.vocab_size)
     stats = StageStats(key=key)
 
-    def write(directory: Path) -> list[str]:
-        writers = {s: SplitWriter(directory, s, dtype, enc.eot_id) for s in SPLITS}
+    def encode_all(writers: dict[str, SplitWriter], encoder: DocumentEncoder) -> dict[str, list]:
         lineage: dict[str, list] = {"doc_id": [], "split": [], "index": []}
         pf = pq.ParquetFile(store.part("deduped_documents", shard))
         for batch in pf.iter_batches(batch_size=BATCH, columns=["doc_id", "text"]):
             ids, texts = batch["doc_id"].to_pylist(), batch["text"].to_pylist()
-            encoded = enc.encode_arrays(texts, threads=os.cpu_count() or 1)
+            encoded = encoder.encode_arrays(texts, threads=os.cpu_count() or 1)
+            if encoder.backend != "hf" and not _agrees_with_hf(encoder, texts[:SPOT_CHECK], encoded):
+                raise _EncoderMismatch()
             for split in SPLITS:
                 pick = [i for i, d in enumerate(ids)
                         if is_validation(d, t.val_fraction, t.split_seed) == (split == "val")]
@@ -224,7 +240,23 @@ def token_shard_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageSta
                 lineage["split"] += [split] * len(pick)
                 lineage["index"] += range(w.documents, w.documents + len(pick))
                 w.add([encoded[i] for i in pick], sum(len(texts[i].encode()) for i in pick))
-        splits = {s: w.close() for s, w in writers.items()}
+        return lineage
+
+    def write(directory: Path) -> list[str]:
+        nonlocal enc
+        with contextlib.ExitStack() as stack:
+            writers = {s: stack.enter_context(SplitWriter(directory, s, dtype, enc.eot_id)) for s in SPLITS}
+            try:
+                lineage = encode_all(writers, enc)
+            except _EncoderMismatch:
+                # tiktoken's merges disagree with the HF tokenizer on this shard's text:
+                # start over with HF (slower, the reference), and say so
+                stats.extra["encoder_fallback"] = True
+                enc = DocumentEncoder(store.dir(TOKENIZER), backend="hf")
+                for w in writers.values():
+                    w.reset()
+                lineage = encode_all(writers, enc)
+            splits = {s: w.close() for s, w in writers.items()}
         header = {"format": FORMAT, "dtype": dtype.str, "vocab_size": enc.vocab_size, "eot_id": enc.eot_id,
                   "tokenizer_hash": tok_hash, "encoder": enc.backend, "shard": shard, "splits": splits}
         (directory / HEADER).write_text(json.dumps(header, indent=1))
@@ -246,12 +278,36 @@ def token_shard_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageSta
     return stats
 
 
+def _intact(directory: Path) -> bool:
+    try:
+        TokenShard.open(directory).verify()
+        return True
+    except TokenShardError:
+        return False
+
+
+SPOT_CHECK = 8  # documents per batch whose ids are compared with the HF tokenizer's
+
+
+class _EncoderMismatch(Exception):
+    pass
+
+
+def _agrees_with_hf(encoder: DocumentEncoder, texts: list[str], encoded: list) -> bool:
+    ref = encoder.hf.encode_batch_fast(texts, add_special_tokens=False)
+    return all(list(a) == r.ids for a, r in zip(encoded, ref))
+
+
 def corpus_tokens(store: DataStore, shards: Sequence[str]) -> dict[str, int]:
-    """Train/val tokens over the shards that have token arrays (for the size verdict)."""
+    """Train/val tokens over the shards encoded with the current tokenizer (for the size
+    verdict; shards still to be encoded, or encoded with an older tokenizer, are not
+    counted, and `shards` says how many were)."""
     out = {"shards": 0, "train_tokens": 0, "val_tokens": 0}
+    tok = store.manifest(TOKENIZER)
+    current = tok["stats"]["extra"]["tokenizer_hash"] if tok else None
     for s in shards:
         m = store.manifest(TOKEN_SHARDS, s)
-        if m is None:
+        if m is None or m["stats"]["extra"].get("tokenizer_hash") != current:
             continue
         out["shards"] += 1
         out["train_tokens"] += m["stats"]["extra"]["train_tokens"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
@@ -33,7 +34,13 @@ EOT = "<|endoftext|>"  # between documents; also the padding token
 ROLES = ("system", "user", "assistant")
 END_OF_TURN = "<|end|>"
 REASONING_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
-SPECIAL_TOKENS = [EOT, *(f"<|{r}|>" for r in ROLES), END_OF_TURN, *REASONING_TAGS]
+# Control tokens are "special" (decode(skip_special_tokens=True) drops them); the reasoning
+# tags are added tokens that are not, so an answer survives the default decoding of
+# transformers and vLLM, as Qwen does it. In corpus text the control tokens are plain
+# text (a document quoting "<|endoftext|>" does not end there); the tags, being ordinary
+# added tokens, are recognised wherever they occur, by both encoders.
+CONTROL_TOKENS = [EOT, *(f"<|{r}|>" for r in ROLES), END_OF_TURN]
+SPECIAL_TOKENS = [*CONTROL_TOKENS, *REASONING_TAGS]  # ids 0-8, in this order
 
 # Each turn: role token, newline, content, end-of-turn token, newline. The assistant's
 # loss (post-training) covers its content and its <|end|>.
@@ -85,7 +92,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2):
     """Train on `texts` (streamed). Raises VocabularyTooLarge when fewer than `vocab_size`
     tokens occur at least `min_frequency` times: the caller asked for more than the data
     supports, and a silently smaller vocabulary would change every downstream shape."""
-    from tokenizers import pre_tokenizers, trainers
+    from tokenizers import AddedToken, pre_tokenizers, trainers
 
     tok = new_tokenizer()
     trainer = trainers.BpeTrainer(
@@ -93,6 +100,8 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
+    # same ids, flag cleared (see CONTROL_TOKENS)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in REASONING_TAGS])
     got = tok.get_vocab_size()
     if got < vocab_size:
         raise VocabularyTooLarge(
@@ -109,7 +118,7 @@ def save_pretrained(tok, directory: Path, max_length: int) -> str:
     transformers 4 and 5 read."""
     directory.mkdir(parents=True, exist_ok=True)
     tok.save(str(directory / TOKENIZER_FILE))
-    extra = SPECIAL_TOKENS[1:]
+    extra = CONTROL_TOKENS[1:]
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "eos_token": EOT, "pad_token": EOT, "bos_token": None, "unk_token": None,
@@ -158,8 +167,10 @@ def tiktoken_encoding(tok, name: str = "yunque"):
 
 
 class DocumentEncoder:
-    """Encodes corpus text, where special-token strings are ordinary text (a document that
+    """Encodes corpus text, where control-token strings are ordinary text (a document that
     contains "<|endoftext|>" must not end itself), and decodes ids back to text."""
+
+    TAGS = frozenset(REASONING_TAGS)
 
     def __init__(self, directory: str | Path, backend: str | None = None):
         from tokenizers import Tokenizer
@@ -178,11 +189,12 @@ class DocumentEncoder:
         self.vocab_size = self.hf.get_vocab_size()
         self.eot_id = self.hf.token_to_id(EOT)
         self._pool: ThreadPoolExecutor | None = None
-        self._pool_size = 0
+        self._pool_lock = threading.Lock()
 
     def encode_batch(self, texts: Sequence[str], threads: int = 2) -> list[list[int]]:
         if self.tt is not None:
-            return self.tt.encode_ordinary_batch(list(texts), num_threads=threads)
+            return self.tt.encode_batch(list(texts), num_threads=threads, allowed_special=self.TAGS,
+                                        disallowed_special=())
         return [e.ids for e in self.hf.encode_batch_fast(list(texts), add_special_tokens=False)]
 
     def encode_arrays(self, texts: Sequence[str], threads: int = 2) -> list[np.ndarray]:
@@ -190,12 +202,18 @@ class DocumentEncoder:
         no Python int is created per token (a third of the time of encode-then-pack)."""
         if self.tt is None:
             return [np.asarray(ids, np.uint32) for ids in self.encode_batch(texts)]
-        fn = partial(self.tt.encode_to_numpy, allowed_special=set(), disallowed_special=())
+        fn = partial(self.tt.encode_to_numpy, allowed_special=self.TAGS, disallowed_special=())
         if threads <= 1 or len(texts) < 2:
             return [fn(t) for t in texts]
-        if self._pool is None or self._pool_size != threads:
-            self._pool, self._pool_size = ThreadPoolExecutor(threads, thread_name_prefix="encode"), threads
-        return list(self._pool.map(fn, texts, chunksize=64))  # the encoder releases the GIL
+        with self._pool_lock:  # one pool per encoder, sized on first use
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="encode")
+        return list(self._pool.map(fn, texts))  # tiktoken releases the GIL while encoding
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text], threads=1)[0]

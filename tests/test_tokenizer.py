@@ -3,6 +3,7 @@ tokenizer / token-shard stages on a small store (no Dagster)."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -16,6 +17,7 @@ from pipelines.token_format import TokenShard, TokenShardError, token_dtype
 from pipelines.tokenize_stages import round_trip, token_shard_stage, tokenizer_stage
 from pipelines.tokenizer import (
     CHAT_TEMPLATE,
+    CONTROL_TOKENS,
     EOT,
     PROBES,
     SPECIAL_TOKENS,
@@ -67,10 +69,13 @@ def test_round_trip_of_hard_strings(tokdir):
     assert enc.encode("") == []
 
 
-def test_special_token_strings_are_plain_text_in_documents(tokdir):
-    enc = DocumentEncoder(tokdir)
-    ids = enc.encode(f"fin {EOT} <answer>7</answer>")
-    assert enc.eot_id not in ids and all(i >= len(SPECIAL_TOKENS) for i in ids)
+def test_control_tokens_are_plain_text_in_documents_tags_are_not(tokdir):
+    for backend in ("tiktoken", "hf"):
+        enc = DocumentEncoder(tokdir, backend=backend)
+        ids = enc.encode(f"fin {EOT} <|user|> <answer>7</answer>")
+        assert not set(ids) & set(range(len(CONTROL_TOKENS)))
+        tags = [enc.hf.token_to_id(t) for t in ("<answer>", "</answer>")]
+        assert [i for i in ids if i < len(SPECIAL_TOKENS)] == tags, backend
 
 
 def test_digits_are_single_tokens(tokdir):
@@ -106,7 +111,11 @@ def test_transformers_loads_the_directory(tokdir, texts):
     assert tok.convert_tokens_to_ids("<|assistant|>") in ids and tok.convert_tokens_to_ids("<answer>") in ids
     with pytest.raises(Exception, match="unknown chat role"):
         tok.apply_chat_template([{"role": "tool", "content": "x"}], tokenize=False)
-    assert "chat_template" in (tokdir / "tokenizer_config.json").read_text() and CHAT_TEMPLATE
+    config = json.loads((tokdir / "tokenizer_config.json").read_text())
+    assert config["chat_template"] == CHAT_TEMPLATE == (tokdir / "chat_template.jinja").read_text()
+    # the reasoning tags survive the default decoding of transformers (and vLLM); roles do not
+    answer = tok.decode(ids, skip_special_tokens=True)
+    assert "<answer>4</answer>" in answer and "<|assistant|>" not in answer
 
 
 def test_split_is_deterministic_and_about_the_fraction():
@@ -207,3 +216,60 @@ def test_truncated_token_shard_is_refused(store):
 def test_dtype_follows_the_vocabulary():
     assert token_dtype(4096) == np.uint16 and token_dtype(65_536) == np.uint16
     assert token_dtype(65_537) == np.uint32
+
+
+def test_check_thresholds_do_not_retrain_or_re_encode(store):
+    tokenizer_stage(store, ["a", "b"], _cfg())
+    token_shard_stage(store, "a", _cfg())
+    relaxed = _cfg(max_tokens_per_word=3.0, check_documents=10)
+    assert tokenizer_stage(store, ["a", "b"], relaxed).cached
+    assert token_shard_stage(store, "a", relaxed).cached
+
+
+def test_a_damaged_cached_token_shard_is_rebuilt(store):
+    cfg = _cfg()
+    tokenizer_stage(store, ["a", "b"], cfg)
+    token_shard_stage(store, "a", cfg)
+    path = store.dir("token_shards", "a") / "train.bin"
+    path.write_bytes(path.read_bytes()[:-2])
+    assert not token_shard_stage(store, "a", cfg).cached
+    TokenShard.open(path.parent).verify()
+
+
+def test_a_failed_write_leaves_no_staging_files(store, monkeypatch):
+    import pipelines.tokenize_stages as ts
+
+    cfg = _cfg()
+    tokenizer_stage(store, ["a", "b"], cfg)
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(ts.SplitWriter, "add", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        token_shard_stage(store, "a", cfg)
+    assert list(store.staging().iterdir()) == []
+    assert not store.dir("token_shards", "a").exists()
+
+
+def test_encoder_disagreeing_with_hf_falls_back_to_hf(store, monkeypatch):
+    import pipelines.tokenize_stages as ts
+
+    cfg = _cfg()
+    tokenizer_stage(store, ["a", "b"], cfg)
+    monkeypatch.setattr(ts, "_agrees_with_hf", lambda *a: False)
+    stats = token_shard_stage(store, "a", cfg)
+    assert stats.extra["encoder_fallback"] is True
+    shard = TokenShard.open(store.dir("token_shards", "a"))
+    assert shard.header["encoder"] == "hf"
+    hf = DocumentEncoder(store.dir("tokenizer"), backend="hf")
+    split = shard.split("train")
+    train = [t for i, t in enumerate(_texts_of(store, "a")) if not is_validation(f"a-{i:04d}", 0.2)]
+    # started over: each document once, as the HF encoder gives it
+    assert [split.document(i).tolist()[:-1] for i in range(split.documents)] == hf.encode_batch(train)
+
+
+def _texts_of(store: DataStore, shard: str) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(store.part("deduped_documents", shard), columns=["text"])["text"].to_pylist()

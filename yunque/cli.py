@@ -40,6 +40,23 @@ def _describe(md: dict) -> str:
     return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
 
 
+def _token_summary(home: Path, shards: list[str], preset: str) -> None:
+    """Is the corpus big enough? Tokens against the model preset of the same name."""
+    from model.config import PRESETS, corpus_verdict
+    from pipelines.store import DataStore
+    from pipelines.tokenize_stages import TOKENIZER, corpus_tokens
+
+    store = DataStore(home)
+    total = corpus_tokens(store, shards)
+    vocab = store.manifest(TOKENIZER)["stats"]["extra"]["vocab_size"]
+    print(f"tokens:             {total['train_tokens']:,} train + {total['val_tokens']:,} validation "
+          f"({total['shards']} of {len(shards)} shards encoded, vocabulary {vocab:,})")
+    for row in corpus_verdict(total["train_tokens"], vocab):
+        if row["preset"] == (preset if preset in PRESETS else "tiny"):
+            print(f"                    {row['tokens_per_parameter']} tokens per parameter for the "
+                  f"{row['preset']} model ({row['parameters'] / 1e6:.1f}M): {row['verdict']} (rule of thumb 20-100)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     home = env.use_home(args.home)
     corpus = args.corpus or str(home / "sample")
@@ -86,6 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"kept documents:     {home}/data/deduped_documents/*/*.parquet")
     print(f"rejected documents: {home}/data/rejected_documents/*/*.parquet")
     if (home / "data" / "tokenizer" / "tokenizer.json").exists():
+        _token_summary(home, summary.shards, args.preset)
         print(f"tokenizer:          {home}/data/tokenizer/ (transformers.AutoTokenizer.from_pretrained)")
         print(f"token arrays:       {home}/data/token_shards/*/{{train,val}}.bin (+ header.json)")
     print(f"Dagster UI:         YUNQUE_HOME={home} YUNQUE_CORPUS={corpus} DAGSTER_HOME={home}/dagster "
