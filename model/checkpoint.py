@@ -1,0 +1,138 @@
+"""Checkpoints: one directory per step, written atomically, verified by checksum.
+
+    <root>/step-00000500/model.safetensors   weights (tied lm_head stored once)
+                         optimizer.pt        optimizer state (tensors and numbers only)
+                         rng.pt              torch RNG state
+                         state.json          step, data-loader state, configs, metrics
+                         checksums.json      sha256 of the files above
+
+Nothing is unpickled beyond tensors and plain containers (`torch.load(weights_only=True)`,
+safetensors). `latest(root)` is the newest checkpoint whose checksums hold; a corrupted
+newest one is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+log = logging.getLogger(__name__)
+PREFIX = "step-"
+FILES = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    step: int
+
+    def state(self) -> dict:
+        return json.loads((self.path / "state.json").read_text())
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save(root: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict,
+         keep: int = 3) -> Checkpoint:
+    """Write step `step` under `root` (temporary directory, fsync, one rename), then keep
+    only the newest `keep` checkpoints."""
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{PREFIX}{step:08d}"
+    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if getattr(getattr(model, "cfg", None), "tie_embeddings", False):
+        weights.pop("lm_head.weight", None)  # the same tensor as the embedding
+    save_file(weights, tmp / "model.safetensors")
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
+    (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
+    for name in FILES:
+        _fsync(tmp / name)
+    (tmp / "checksums.json").write_text(json.dumps({n: _sha256(tmp / n) for n in FILES}, indent=1))
+    _fsync(tmp / "checksums.json")
+    if final.exists():  # a re-run of the same step (resumed from an older one)
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    _fsync(root)
+    for old in all_checkpoints(root)[:-keep]:
+        shutil.rmtree(old.path, ignore_errors=True)
+    return Checkpoint(final, step)
+
+
+def all_checkpoints(root: Path) -> list[Checkpoint]:
+    if not root.exists():
+        return []
+    found = [Checkpoint(p, int(p.name[len(PREFIX):])) for p in root.iterdir()
+             if p.is_dir() and p.name.startswith(PREFIX) and p.name[len(PREFIX):].isdigit()]
+    return sorted(found, key=lambda c: c.step)
+
+
+def verify(ckpt: Checkpoint) -> str | None:
+    """None if intact, else what is wrong."""
+    sums = ckpt.path / "checksums.json"
+    if not sums.exists():
+        return "no checksums.json (incomplete)"
+    expected = json.loads(sums.read_text())
+    for name in FILES:
+        path = ckpt.path / name
+        if not path.exists():
+            return f"{name} missing"
+        if _sha256(path) != expected.get(name):
+            return f"{name} checksum mismatch"
+    return None
+
+
+def latest(path: str | Path) -> Checkpoint | None:
+    """The newest intact checkpoint under `path` (an asset directory such as
+    data/base_model), or `path` itself if it is one checkpoint."""
+    path = Path(path)
+    candidates = [Checkpoint(path, int(path.name[len(PREFIX):]))] if path.name.startswith(PREFIX) \
+        else all_checkpoints(path)
+    for ckpt in reversed(candidates):
+        problem = verify(ckpt)
+        if problem is None:
+            return ckpt
+        log.warning("checkpoint %s is unusable (%s); trying the previous one", ckpt.path, problem)
+    return None
+
+
+def load_weights(ckpt: Checkpoint, model: torch.nn.Module) -> None:
+    weights = load_file(ckpt.path / "model.safetensors")
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = getattr(getattr(model, "cfg", None), "tie_embeddings", False)
+    if unexpected or [k for k in missing if not (tied and k == "lm_head.weight")]:
+        raise CheckpointError(f"{ckpt.path}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
+
+
+def load_training_state(ckpt: Checkpoint, optimizer: torch.optim.Optimizer) -> dict:
+    optimizer.load_state_dict(torch.load(ckpt.path / "optimizer.pt", weights_only=True))
+    torch.set_rng_state(torch.load(ckpt.path / "rng.pt", weights_only=True)["torch"])
+    return ckpt.state()

@@ -1,0 +1,151 @@
+"""The pretraining program for real: checkpoints, kill -9 and exact resume, a corrupted
+checkpoint, two gloo processes under torchrun against one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from model import checkpoint as ckpt
+from model.train import _problem
+from pipelines.token_format import FORMAT, HEADER, SplitWriter
+
+VOCAB = 64
+
+
+def _shards(root: Path, n: int = 2) -> list[str]:
+    """Token shards of a noisy bigram chain: learnable, so the loss falls."""
+    rng = np.random.default_rng(0)
+    paths = []
+    for s in range(n):
+        d = root / f"s{s}"
+        d.mkdir(parents=True)
+        splits = {}
+        for split, docs in (("train", 40), ("val", 6)):
+            with SplitWriter(d, split, np.dtype("<u2"), eot_id=0) as w:
+                seqs = []
+                for _ in range(docs):
+                    seq = [int(rng.integers(1, VOCAB))]
+                    for _ in range(319):  # a fixed successor of each token, 10% noise
+                        nxt = seq[-1] * 7 % (VOCAB - 1) + 1
+                        seq.append(int(rng.integers(1, VOCAB)) if rng.random() < 0.1 else nxt)
+                    seqs.append(np.array(seq, np.uint32))
+                w.add(seqs, sum(len(x) for x in seqs) * 4)
+                splits[split] = w.close()
+        (d / HEADER).write_text(json.dumps({"format": FORMAT, "dtype": "<u2", "vocab_size": VOCAB, "eot_id": 0,
+                                            "tokenizer_hash": "t", "shard": d.name, "splits": splits}))
+        paths.append(str(d))
+    return paths
+
+
+def _config(tmp: Path, out: str, shards: list[str], **train) -> Path:
+    cfg = {"train": {"shards": shards, "out": str(tmp / out), "steps": 30, "batch_size": 4, "seq_len": 32,
+                     "lr": 3e-3, "warmup": 5, "eval_every": 10, "eval_batches": 2, "checkpoint_every": 10,
+                     "threads": 1, **train},
+           "model": {"dim": 32, "n_layers": 2, "n_heads": 2, "ffn_dim": 64, "context": 32, "vocab_size": VOCAB}}
+    path = tmp / f"{out}.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def _env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+
+def _run(config: Path, *launcher: str) -> subprocess.CompletedProcess:
+    cmd = [*launcher, "-m", "model.train", "--config", str(config)] if launcher else \
+        [sys.executable, "-m", "model.train", "--config", str(config)]
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300, env=_env())
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def _losses(out: Path) -> dict[int, float]:
+    """step -> loss, the last record of each step (a resumed run repeats some)."""
+    steps = {}
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["event"] == "step":
+            steps[r["step"]] = r["loss"]
+    return steps
+
+
+def test_trains_and_checkpoints(tmp_path):
+    shards = _shards(tmp_path / "data")
+    _run(_config(tmp_path, "a", shards))
+    losses = _losses(tmp_path / "a")
+    assert sorted(losses) == list(range(1, 31))
+    assert losses[30] < losses[1] - 0.5
+    kept = ckpt.all_checkpoints(tmp_path / "a")
+    assert [c.step for c in kept] == [10, 20, 30]
+    state = ckpt.latest(tmp_path / "a").state()
+    assert state["step"] == 30 and state["loader"]["cursor"] > 0 and "val_loss" in state["metrics"]
+
+
+def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path):
+    shards = _shards(tmp_path / "data")
+    _run(_config(tmp_path, "straight", shards))
+    config = _config(tmp_path, "killed", shards, steps=30)
+    proc = subprocess.Popen([sys.executable, "-m", "model.train", "--config", str(config)], env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = tmp_path / "killed" / "step-00000010"
+    deadline = time.time() + 120
+    while not first.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert first.exists(), "no checkpoint before the kill"
+    at_kill = ckpt.latest(tmp_path / "killed").step
+    assert at_kill < 30, "the run finished before it was killed"
+    _run(config)
+    straight, resumed = _losses(tmp_path / "straight"), _losses(tmp_path / "killed")
+    assert sorted(resumed) == sorted(straight)
+    assert all(resumed[s] == straight[s] for s in straight), [(s, straight[s], resumed[s]) for s in straight
+                                                              if resumed[s] != straight[s]][:5]
+    events = [json.loads(x) for x in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "resume"] == [at_kill]
+
+
+def test_corrupted_latest_checkpoint_falls_back(tmp_path, caplog):
+    shards = _shards(tmp_path / "data")
+    _run(_config(tmp_path, "c", shards, steps=20))
+    newest = tmp_path / "c" / "step-00000020" / "model.safetensors"
+    data = bytearray(newest.read_bytes())
+    data[-10] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    found = ckpt.latest(tmp_path / "c")
+    assert found.step == 10 and "checksum mismatch" in caplog.text
+
+
+def test_two_gloo_processes_match_one_at_the_same_global_batch(tmp_path):
+    shards = _shards(tmp_path / "data")
+    _run(_config(tmp_path, "one", shards, steps=12, batch_size=4))
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    _run(_config(tmp_path, "two", shards, steps=12, batch_size=2), torchrun, "--standalone", "--nproc-per-node", "2")
+    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
+    assert sorted(one) == sorted(two)
+    assert max(abs(one[s] - two[s]) for s in one) < 1e-4
+
+
+def test_bad_loss_detection():
+    assert _problem(float("nan"), 2.0, 0) == "non-finite loss"
+    assert _problem(float("inf"), None, 0) == "non-finite loss"
+    assert "spike" in _problem(9.0, 2.0, 3.0)
+    assert _problem(5.0, 2.0, 3.0) is None and _problem(9.0, 2.0, 0) is None
+
+
+@pytest.mark.parametrize("kind", ["cosine", "wsd"])
+def test_schedules(kind):
+    from model.schedule import lr_at
+
+    lrs = [lr_at(s, lr=1.0, min_lr=0.1, warmup=10, total=100, kind=kind) for s in range(101)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert lrs[100] == pytest.approx(0.1) and min(lrs[10:]) >= 0.1 - 1e-9
