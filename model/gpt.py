@@ -13,6 +13,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 
 from model.config import ModelConfig
@@ -119,6 +120,8 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+        # set by the trainer: recompute each layer in backward instead of keeping its activations
+        self.activation_checkpointing = False
         cos, sin = rope_tables(cfg, cfg.context)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -145,7 +148,10 @@ class GPT(nn.Module):
         x = self.model.embed_tokens(idx)  # (B, T, D)
         cos, sin = self.rope_cos[:t], self.rope_sin[:t]
         for layer in self.model.layers:
-            x = layer(x, cos, sin)
+            if self.activation_checkpointing and self.training:
+                x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
+            else:
+                x = layer(x, cos, sin)
         logits = self.lm_head(self.model.norm(x))  # (B, T, V)
         loss = None
         if targets is not None:

@@ -25,10 +25,12 @@ import torch
 import torch.distributed as dist
 
 from model import checkpoint as ckpt
+from model import preflight
 from model.config import ModelConfig
 from model.data import TokenWindows, validation_batches
 from model.gpt import GPT
 from model.schedule import lr_at
+from pipelines.token_format import TokenShard
 
 
 @dataclass
@@ -55,6 +57,8 @@ class TrainConfig:
     on_nonfinite: str = "stop"  # or "skip": drop the step's update
     spike_factor: float = 0.0  # > 0: a loss above factor x the running mean is a spike (stop/skip)
     threads: int = 0  # torch intra-op threads on CPU (0: leave torch's default)
+    activation_checkpointing: bool = False
+    preflight: bool = True  # refuse a run whose memory estimate exceeds the device
 
 
 class TrainingStopped(RuntimeError):
@@ -134,8 +138,6 @@ def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: _Dist, bytes_per_token
 
 
 def _bytes_per_token(shards: list[str]) -> float:
-    from pipelines.token_format import TokenShard
-
     b = t = 0
     for s in shards:
         v = TokenShard.open(s).header["splits"]["val"]
@@ -150,8 +152,17 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     report = Reporter(out, d.main)
+    # before the model exists: a run that cannot fit must not allocate it first
+    train_tokens = sum(TokenShard.open(s).header["splits"]["train"]["tokens"] for s in cfg.shards)
+    budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=cfg.grad_accum,
+                            world_size=d.world, dtype=cfg.dtype, device=str(d.device), train_tokens=train_tokens,
+                            activation_checkpointing=cfg.activation_checkpointing)
+    report(event="plan", summary=budget.summary(), **budget.to_dict())
+    if cfg.preflight:
+        preflight.check(budget)
     torch.manual_seed(cfg.seed)
     model = GPT(mcfg).to(d.device)
+    model.activation_checkpointing = cfg.activation_checkpointing
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -167,6 +178,7 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
         report(event="resume", step=step, checkpoint=str(last.path))
     ddp = torch.nn.parallel.DistributedDataParallel(model) if d.world > 1 else model
     bpt = _bytes_per_token(cfg.shards)
+    start_step = step
     tokens_per_step = cfg.batch_size * cfg.seq_len * cfg.grad_accum * d.world
     report(event="start", step=step, parameters=model.num_params(), tokens_per_step=tokens_per_step,
            world_size=d.world, device=str(d.device), config=dataclasses.asdict(cfg), model=dataclasses.asdict(mcfg))
@@ -204,7 +216,9 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
         tokens_seen += tokens_per_step
         elapsed = time.perf_counter() - t0
         last_metrics = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
-                        "tokens_seen": tokens_seen, "elapsed_s": round(elapsed, 3)}
+                        "tokens_seen": tokens_seen, "elapsed_s": round(elapsed, 3),
+                        "tokens_per_s": round((step - start_step) * tokens_per_step / elapsed, 1),
+                        "eta_s": round(elapsed / (step - start_step) * (cfg.steps - step), 1)}
         if step % cfg.eval_every == 0 or step == cfg.steps:
             last_metrics |= evaluate(ddp, cfg, d, bpt)
         report(event="step", **last_metrics)
@@ -251,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingStopped as e:
         print(f"training stopped: {e}", file=sys.stderr)
         return 3
+    except preflight.PreflightError as e:
+        print(f"refused before training:\n{e}", file=sys.stderr)
+        return 4
     return 0
 
 

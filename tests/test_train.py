@@ -149,3 +149,54 @@ def test_schedules(kind):
     lrs = [lr_at(s, lr=1.0, min_lr=0.1, warmup=10, total=100, kind=kind) for s in range(101)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert lrs[100] == pytest.approx(0.1) and min(lrs[10:]) >= 0.1 - 1e-9
+
+
+def test_preflight_refuses_what_cannot_fit_and_names_the_fix():
+    from model.config import preset
+    from model.preflight import PreflightError, check, plan
+
+    m = preset("1b")
+    p = plan(m, batch_size=16, seq_len=2048, device="cpu", memory=24 * 2**30, train_tokens=10**9)
+    assert not p.fits and p.parameters == m.num_params()
+    assert p.weights_bytes + p.grads_bytes + p.optimizer_bytes == 16 * m.num_params()
+    assert p.activations_checkpointed_bytes < p.activations_bytes
+    with pytest.raises(PreflightError, match="(?s)DOES NOT FIT.*batch_size 2 with grad_accum 8.*checkpointing.*FSDP"):
+        check(p)
+    # the named fix does fit, at the same tokens per step
+    fixed = plan(m, batch_size=2, grad_accum=8, seq_len=2048, device="cpu", memory=24 * 2**30,
+                 activation_checkpointing=True)
+    assert fixed.fits and fixed.tokens_per_step == p.tokens_per_step
+    small = plan(preset("tiny"), batch_size=64, seq_len=256, device="cpu", memory=256 * 2**20, train_tokens=400_000)
+    assert not small.fits and "grad_accum" in small.summary()
+    ok = plan(preset("tiny"), batch_size=8, seq_len=256, device="cpu", memory=24 * 2**30, train_tokens=400_000)
+    assert ok.fits and "tokens per parameter" in ok.summary()
+
+
+def test_the_program_refuses_before_training(tmp_path):
+    shards = _shards(tmp_path / "data")
+    config = _config(tmp_path, "big", shards, batch_size=4)
+    raw = json.loads(config.read_text())
+    raw["model"] |= {"dim": 8192, "n_layers": 48, "n_heads": 64, "ffn_dim": 28672, "context": 32}  # ~40B
+    config.write_text(json.dumps(raw))
+    p = subprocess.run([sys.executable, "-m", "model.train", "--config", str(config)], check=False,
+                       capture_output=True, text=True, timeout=300, env=_env())
+    assert p.returncode == 4 and "DOES NOT FIT" in p.stderr
+    assert not ckpt.all_checkpoints(tmp_path / "big")
+
+
+def test_activation_checkpointing_gives_the_same_gradients():
+    import torch
+
+    from model.config import ModelConfig
+    from model.gpt import GPT
+
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(dim=32, n_layers=2, n_heads=2, ffn_dim=64, context=16, vocab_size=VOCAB))
+    x = torch.randint(0, VOCAB, (2, 17))
+    grads = []
+    for flag in (False, True):
+        model.activation_checkpointing = flag
+        model.zero_grad()
+        model(x[:, :-1], x[:, 1:])[1].backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
