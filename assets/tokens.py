@@ -6,14 +6,8 @@ from assets.dedup import deduped_documents
 from assets.partitions import shards
 from model.config import corpus_verdict
 from pipelines.stages import CODE_VERSIONS
-from pipelines.tokenize_stages import (
-    TOKEN_SHARDS,
-    TOKENIZER,
-    TokenizerError,
-    corpus_tokens,
-    token_shard_stage,
-    tokenizer_stage,
-)
+from pipelines.token_shard_stage import corpus_tokens, token_shard_stage
+from pipelines.tokenize_stages import TOKEN_SHARDS, TOKENIZER, TokenizerError, tokenizer_stage
 from resources import CorpusStorage, YunqueSettings
 
 AC = dg.AutomationCondition

@@ -14,7 +14,8 @@ from pipelines.config import preset
 from pipelines.stages import FILTERED_SCHEMA
 from pipelines.store import DataStore, StageStats
 from pipelines.token_format import TokenShard, TokenShardError, token_dtype
-from pipelines.tokenize_stages import round_trip, token_shard_stage, tokenizer_stage
+from pipelines.token_shard_stage import token_shard_stage
+from pipelines.tokenize_stages import round_trip, tokenizer_stage
 from pipelines.tokenizer import (
     CHAT_TEMPLATE,
     CONTROL_TOKENS,
@@ -229,7 +230,7 @@ def test_a_truncated_token_shard_is_refused_and_rebuilt(store):
 
 
 def test_a_failed_write_leaves_no_staging_files(store, monkeypatch):
-    import pipelines.tokenize_stages as ts
+    import pipelines.token_shard_stage as ts
 
     cfg = _cfg()
     tokenizer_stage(store, ["a", "b"], cfg)
@@ -245,7 +246,7 @@ def test_a_failed_write_leaves_no_staging_files(store, monkeypatch):
 
 
 def test_encoder_disagreeing_with_hf_falls_back_to_hf(store, monkeypatch):
-    import pipelines.tokenize_stages as ts
+    import pipelines.token_shard_stage as ts
 
     cfg = _cfg()
     tokenizer_stage(store, ["a", "b"], cfg)

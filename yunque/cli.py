@@ -44,7 +44,8 @@ def _token_summary(home: Path, shards: list[str], preset: str) -> None:
     """Is the corpus big enough? Tokens against the model preset of the same name."""
     from model.config import PRESETS, corpus_verdict
     from pipelines.store import DataStore
-    from pipelines.tokenize_stages import TOKENIZER, corpus_tokens
+    from pipelines.token_shard_stage import corpus_tokens
+    from pipelines.tokenize_stages import TOKENIZER
 
     store = DataStore(home)
     total = corpus_tokens(store, shards)
