@@ -48,7 +48,7 @@ class TokenWindows:
         self.seq_len, self.batch_size, self.rank, self.world_size, self.seed = seq_len, batch_size, rank, world_size, seed
         self.split = split
         self.epoch, self.cursor = 0, 0
-        self._order: tuple[int, np.ndarray, np.ndarray, int] | None = None  # epoch, starts, bounds, shift
+        self._order: tuple[int, np.ndarray, np.ndarray, int] | None = None  # epoch, permutation, bounds, shift
         total = sum(len(a) for a in self.arrays)
         # The random shift of an epoch can cost each shard a window: with the largest
         # shift there must still be one full step, or some epoch would come up short.

@@ -137,14 +137,6 @@ def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: _Dist, bytes_per_token
             "val_bpb": loss / math.log(2) / bytes_per_token if bytes_per_token else None}
 
 
-def _bytes_per_token(shards: list[str]) -> float:
-    b = t = 0
-    for s in shards:
-        v = TokenShard.open(s).header["splits"]["val"]
-        b, t = b + v["bytes"], t + v["tokens"]
-    return b / t if t else 0.0
-
-
 def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
     d = _init_dist()
     if cfg.threads:
@@ -153,7 +145,10 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     report = Reporter(out, d.main)
     # before the model exists: a run that cannot fit must not allocate it first
-    train_tokens = sum(TokenShard.open(s).header["splits"]["train"]["tokens"] for s in cfg.shards)
+    splits = [TokenShard.open(s).header["splits"] for s in cfg.shards]
+    train_tokens = sum(s["train"]["tokens"] for s in splits)
+    val_tokens = sum(s["val"]["tokens"] for s in splits)
+    bpt = sum(s["val"]["bytes"] for s in splits) / val_tokens if val_tokens else 0.0  # for bits per byte
     budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=cfg.grad_accum,
                             world_size=d.world, dtype=cfg.dtype, device=str(d.device), train_tokens=train_tokens,
                             activation_checkpointing=cfg.activation_checkpointing)
@@ -177,7 +172,6 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
         step, tokens_seen, running = state["step"], state["tokens_seen"], state.get("running_loss")
         report(event="resume", step=step, checkpoint=str(last.path))
     ddp = torch.nn.parallel.DistributedDataParallel(model) if d.world > 1 else model
-    bpt = _bytes_per_token(cfg.shards)
     start_step = step
     tokens_per_step = cfg.batch_size * cfg.seq_len * cfg.grad_accum * d.world
     report(event="start", step=step, parameters=model.num_params(), tokens_per_step=tokens_per_step,

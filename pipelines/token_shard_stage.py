@@ -59,9 +59,9 @@ def token_shard_stage(store: DataStore, shard: str, cfg: DataConfig) -> StageSta
             encoded = encoder.encode_arrays(texts, threads=os.cpu_count() or 1)
             if encoder.backend != "hf" and not _agrees_with_hf(encoder, texts[:SPOT_CHECK], encoded):
                 raise _EncoderMismatch()
+            val = [is_validation(d, t.val_fraction, t.split_seed) for d in ids]
             for split in SPLITS:
-                pick = [i for i, d in enumerate(ids)
-                        if is_validation(d, t.val_fraction, t.split_seed) == (split == "val")]
+                pick = [i for i, v in enumerate(val) if v == (split == "val")]
                 w = writers[split]
                 lineage["doc_id"] += [ids[i] for i in pick]
                 lineage["split"] += [split] * len(pick)

@@ -92,17 +92,16 @@ def tokenizer_stage(store: DataStore, shards: Sequence[str], cfg: DataConfig) ->
             sample.bytes += len(row["text"].encode())
             yield row["text"]
 
+    empty = TokenizerError(f"shards {sorted(shards)} hold no training documents ({sample.held_out} "
+                           "documents, all in the validation split): the deduplicated corpus is empty")
     start = time.perf_counter()
     try:
         tok = train_bpe(texts(), t.vocab_size, t.min_frequency)
-    except TokenizerError:
-        if sample.documents:
-            raise
-        tok = None
+    except TokenizerError as e:  # on no text at all, say that, not "vocabulary too large"
+        raise (e if sample.documents else empty) from None
     seconds = time.perf_counter() - start
-    if sample.documents == 0 or tok is None:
-        raise TokenizerError(f"shards {sorted(shards)} hold no training documents ({sample.held_out} "
-                             "documents, all in the validation split): the deduplicated corpus is empty")
+    if sample.documents == 0:
+        raise empty
     # A corpus too small to hold any document out is still reported on, and says so.
     held_out = bool(sample.val)
     report_docs = sample.val or sample.head
