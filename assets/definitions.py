@@ -4,25 +4,29 @@ import os
 
 import dagster as dg
 
-from assets import checks, dedup, filtering, ingest, token_checks, tokens
+from assets import checks, dedup, filtering, ingest, token_checks, tokens, training
 from assets.jobs import dedup_job, shard_job
 from assets.sensors import shard_sensor
-from resources import CorpusStorage, YunqueSettings
+from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from resources.corpus import default_corpus
 from yunque.env import home as default_home
 
-ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens])
+ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens, training])
 CHECKS = dg.load_asset_checks_from_modules([checks, token_checks])
 
 
 def build_resources(home: str | None = None, corpus: str | None = None, preset: str | None = None,
                     overrides: str | None = None, endpoint_url: str | None = None) -> dict:
     """Resources from explicit values, falling back to YUNQUE_* environment variables."""
+    home = home or str(default_home())
     return {
         "corpus": CorpusStorage(uri=corpus or default_corpus(),
                                 endpoint_url=endpoint_url or os.environ.get("YUNQUE_S3_ENDPOINT") or None),
-        "settings": YunqueSettings(home=home or str(default_home()), preset=preset or os.environ.get("YUNQUE_PRESET", "tiny"),
+        "settings": YunqueSettings(home=home, preset=preset or os.environ.get("YUNQUE_PRESET", "tiny"),
                                    overrides=overrides or os.environ.get("YUNQUE_OVERRIDES", "{}")),
+        "launcher": TorchrunLauncher(nproc_per_node=int(os.environ.get("YUNQUE_NPROC_PER_NODE", "1")),
+                                     timeout_s=int(os.environ.get("YUNQUE_TRAIN_TIMEOUT", "0"))),
+        "mlflow": MlflowTracking(home=home, tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", "")),
     }
 
 

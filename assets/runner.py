@@ -9,6 +9,8 @@ assets (dedup_index) run once between them.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import socket
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ import dagster as dg
 
 from assets.definitions import ASSETS, CHECKS, build_resources, defs
 from assets.partitions import shards as shards_def
+from model.launch import live_pgid
 
 # Checks whose failure stops the pipeline (Dagster also skips downstream assets for them).
 BLOCKING = {spec.key.name for c in CHECKS for spec in c.check_specs if spec.blocking}
@@ -67,16 +70,40 @@ def plan(select: str | None) -> list[Phase]:
     return phases
 
 
+def reclaim_pool_slots(instance: dg.DagsterInstance) -> list[str]:
+    """Free concurrency-pool slots held by runs that can no longer release them: finished
+    runs, and `yunque run` runs whose process on this host is gone (killed mid-training).
+    Without a daemon watching, such a slot would block every later training run forever.
+    Runs started elsewhere (daemon, UI) are left to Dagster's run monitoring."""
+    storage, freed = instance.event_log_storage, []
+    for key in storage.get_concurrency_keys():
+        info = storage.get_concurrency_info(key)
+        for run_id in {s.run_id for s in info.claimed_slots} | {p.run_id for p in info.pending_steps}:
+            run = instance.get_run_by_id(run_id)
+            gone = run is None or run.is_finished or (
+                run.tags.get("yunque/host") == socket.gethostname() and "yunque/pid" in run.tags
+                and live_pgid(run.tags["yunque/pid"]) is None)
+            if not gone:
+                continue
+            storage.free_concurrency_slots_for_run(run_id)
+            if run is not None and not run.is_finished:
+                instance.report_run_failed(run, f"the process running it ({run.tags['yunque/pid']}) is gone")
+            freed.append(run_id)
+    return freed
+
+
 def materialize_one(keys: list[str], shard: str | None, phase: int, corpus: str, preset: str,
                     overrides: str | None, endpoint_url: str | None) -> dict:
     """One Dagster run: `keys` for one shard (or the whole corpus). Module-level and
     returning plain data so that it can run in a worker process."""
     instance = dg.DagsterInstance.get()
+    reclaim_pool_slots(instance)
     resources = build_resources(corpus=corpus, preset=preset, overrides=overrides, endpoint_url=endpoint_url)
     result = dg.materialize(
         [*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*keys), partition_key=shard,
         instance=instance, resources=resources, run_config=QUIET, raise_on_error=False,
-        tags={"yunque/command": "run", "yunque/corpus": corpus},
+        tags={"yunque/command": "run", "yunque/corpus": corpus, "yunque/pid": str(os.getpid()),
+              "yunque/host": socket.gethostname()},
     )
     assets_md = {
         e.asset_key.to_user_string(): {

@@ -20,23 +20,8 @@ import torch
 
 from bench import common  # noqa: F401 - telemetry switches
 from model.config import preset
+from model.flops import flops_per_token, matmul_peak
 from model.gpt import GPT
-
-
-def matmul_peak(dtype: torch.dtype, n: int = 1024, reps: int = 20) -> float:
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    return 2 * n**3 * reps / (time.perf_counter() - t0)
-
-
-def flops_per_token(cfg, seq: int) -> float:
-    # embeddings are a lookup, the lm_head a matmul: count the head once, the lookup not at all
-    matmul_params = cfg.num_params() - (0 if cfg.tie_embeddings else cfg.vocab_size * cfg.dim)
-    return 6 * matmul_params + 12 * cfg.n_layers * cfg.dim * seq
 
 
 def hf_llama(cfg, ours: GPT):

@@ -58,20 +58,21 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def save(root: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict,
-         keep: int = 3) -> Checkpoint:
+def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict, state: dict,
+         keep: int = 3, tied: bool = False) -> Checkpoint:
     """Write step `step` under `root` (temporary directory, fsync, one rename), then keep
-    only the newest `keep` checkpoints."""
+    only the newest `keep` checkpoints. `weights` and `optimizer_state` are full
+    (unsharded) state dicts (model.parallel.full_state)."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:08d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    if getattr(getattr(model, "cfg", None), "tie_embeddings", False):
+    weights = {k: v.detach().contiguous().cpu() for k, v in weights.items()}
+    if tied:
         weights.pop("lm_head.weight", None)  # the same tensor as the embedding
     save_file(weights, tmp / "model.safetensors")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(optimizer_state, tmp / "optimizer.pt")
     torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
     for name in FILES:
@@ -132,7 +133,7 @@ def load_weights(ckpt: Checkpoint, model: torch.nn.Module) -> None:
         raise CheckpointError(f"{ckpt.path}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
 
 
-def load_training_state(ckpt: Checkpoint, optimizer: torch.optim.Optimizer) -> dict:
-    optimizer.load_state_dict(torch.load(ckpt.path / "optimizer.pt", weights_only=True))
+def load_training_state(ckpt: Checkpoint) -> tuple[dict, dict]:
+    """(optimizer state, state.json), restoring the RNG as it was at the save."""
     torch.set_rng_state(torch.load(ckpt.path / "rng.pt", weights_only=True)["torch"])
-    return ckpt.state()
+    return torch.load(ckpt.path / "optimizer.pt", weights_only=True), ckpt.state()

@@ -1,112 +1,42 @@
 """The pretraining program: `torchrun [...] -m model.train --config run.json` (or plain
 `python -m model.train` for one process).
 
-DDP when WORLD_SIZE > 1 (gloo on CPU, NCCL on GPU); AdamW (fused on CUDA); warmup +
-cosine or warmup-stable-decay; gradient clipping; accumulation; bf16 autocast; periodic
-validation (loss, perplexity, bits per byte); checkpoints with exact resume; a stop or
-skip on non-finite losses and loss spikes. Rank 0 writes one JSON object per line to
-stdout and to `<out>/metrics.jsonl`.
+DDP or FSDP2 when WORLD_SIZE > 1 (gloo on CPU, NCCL on GPU); AdamW (fused on CUDA) or
+Muon; warmup + cosine or warmup-stable-decay; gradient clipping; accumulation to a
+target tokens per step; bf16 autocast; optional torch.compile; periodic validation
+(loss, perplexity, bits per byte); checkpoints with exact resume; a stop or skip on
+non-finite losses and loss spikes; a time estimate measured over the first steps.
+Rank 0 writes one JSON object per record to `<out>/metrics.jsonl`, a readable line to
+stdout, and, when launched by Dagster, logs and the materialization through Pipes
+(model.sinks).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import math
-import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from model import checkpoint as ckpt
-from model import preflight
-from model.config import ModelConfig
+from model import flops, optim, parallel, preflight
+from model.config import ModelConfig, TrainConfig
 from model.data import TokenWindows, validation_batches
 from model.gpt import GPT
 from model.schedule import lr_at
+from model.sinks import Reporter
 from pipelines.token_format import TokenShard
-
-
-@dataclass
-class TrainConfig:
-    shards: list[str] = field(default_factory=list)  # token_shards directories
-    out: str = "checkpoints"
-    steps: int = 1000
-    batch_size: int = 8  # sequences per rank per micro-step
-    seq_len: int = 256
-    grad_accum: int = 1
-    lr: float = 3e-3
-    min_lr: float = 3e-4
-    warmup: int = 50
-    schedule: str = "cosine"  # or "wsd"
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    grad_clip: float = 1.0
-    dtype: str = "fp32"  # "bf16": autocast (weights and optimizer stay fp32)
-    eval_every: int = 100
-    eval_batches: int = 20
-    checkpoint_every: int = 500
-    keep_checkpoints: int = 3
-    seed: int = 0
-    on_nonfinite: str = "stop"  # or "skip": drop the step's update
-    spike_factor: float = 0.0  # > 0: a loss above factor x the running mean is a spike (stop/skip)
-    threads: int = 0  # torch intra-op threads on CPU (0: leave torch's default)
-    activation_checkpointing: bool = False
-    preflight: bool = True  # refuse a run whose memory estimate exceeds the device
 
 
 class TrainingStopped(RuntimeError):
     pass
-
-
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def _init_dist() -> _Dist:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return _Dist(device=torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    cuda = torch.cuda.is_available()
-    if cuda:
-        torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if cuda else "gloo")
-    return _Dist(dist.get_rank(), world, local, torch.device("cuda", local) if cuda else torch.device("cpu"))
-
-
-class Reporter:
-    """Rank 0's metrics: stdout (the launcher streams it) and metrics.jsonl."""
-
-    def __init__(self, out: Path, enabled: bool):
-        self.enabled = enabled
-        self.file = open(out / "metrics.jsonl", "a") if enabled else None  # noqa: SIM115 - closed in close()
-
-    def __call__(self, **record) -> None:
-        if not self.enabled:
-            return
-        line = json.dumps(record)
-        print(line, flush=True)
-        self.file.write(line + "\n")
-        self.file.flush()
-
-    def close(self) -> None:
-        if self.file:
-            self.file.close()
 
 
 def _autocast(cfg: TrainConfig, device: torch.device):
@@ -117,16 +47,15 @@ def _autocast(cfg: TrainConfig, device: torch.device):
     return torch.autocast(device.type, enabled=False)
 
 
-def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: _Dist, bytes_per_token: float) -> dict:
+def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist, bytes_per_token: float) -> dict:
     model.eval()
-    total, count = torch.zeros(2, dtype=torch.float64, device=d.device), 0
+    total = torch.zeros(2, dtype=torch.float64, device=d.device)
     with torch.no_grad():
         for x, y in validation_batches(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world,
                                        max_batches=cfg.eval_batches * d.world):
             with _autocast(cfg, d.device):
                 _, loss = model(x.to(d.device), y.to(d.device))
             total += torch.tensor([loss.item() * y.numel(), y.numel()], dtype=torch.float64, device=d.device)
-            count += 1
     if d.world > 1:
         dist.all_reduce(total)
     model.train()
@@ -137,65 +66,97 @@ def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: _Dist, bytes_per_token
             "val_bpb": loss / math.log(2) / bytes_per_token if bytes_per_token else None}
 
 
+@dataclass
+class _Corpus:
+    train_tokens: int
+    val_tokens: int
+    bytes_per_token: float  # validation bytes per token, for bits per byte
+
+    @classmethod
+    def read(cls, shards: list[str]) -> _Corpus:
+        splits = [TokenShard.open(s).header["splits"] for s in shards]
+        val_tokens = sum(s["val"]["tokens"] for s in splits)
+        return cls(sum(s["train"]["tokens"] for s in splits), val_tokens,
+                   sum(s["val"]["bytes"] for s in splits) / val_tokens if val_tokens else 0.0)
+
+
 def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
-    d = _init_dist()
+    d = parallel.init()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = Reporter(out, d.main)
+    report = Reporter(out, d.main, total_steps=cfg.steps)
+    try:
+        metrics = _train(cfg, mcfg, d, out, report)
+    except BaseException as e:
+        # torchrun exits 1 whatever the worker's status: the reason travels in the records
+        report(event="error", kind=type(e).__name__, message=str(e))
+        report.close(e)
+        raise
+    report.close()
+    if d.world > 1:
+        dist.destroy_process_group()
+    return metrics
+
+
+def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, report: Reporter) -> dict:
+    accum = cfg.micro_steps(d.world)
+    corpus = _Corpus.read(cfg.shards)
     # before the model exists: a run that cannot fit must not allocate it first
-    splits = [TokenShard.open(s).header["splits"] for s in cfg.shards]
-    train_tokens = sum(s["train"]["tokens"] for s in splits)
-    val_tokens = sum(s["val"]["tokens"] for s in splits)
-    bpt = sum(s["val"]["bytes"] for s in splits) / val_tokens if val_tokens else 0.0  # for bits per byte
-    budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=cfg.grad_accum,
-                            world_size=d.world, dtype=cfg.dtype, device=str(d.device), train_tokens=train_tokens,
-                            activation_checkpointing=cfg.activation_checkpointing)
+    budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=accum,
+                            world_size=d.world, dtype=cfg.dtype, device=str(d.device), train_tokens=corpus.train_tokens,
+                            activation_checkpointing=cfg.activation_checkpointing, fsdp=cfg.fsdp)
     report(event="plan", summary=budget.summary(), **budget.to_dict())
     if cfg.preflight:
         preflight.check(budget)
+    peak, peak_source = flops.peak_flops(d.device, cfg.dtype)
+    flops_per_step = flops.flops_per_token(mcfg, cfg.seq_len) * cfg.batch_size * cfg.seq_len * accum * d.world
+    peak_total = peak * (d.world if d.device.type == "cuda" else 1)  # CPU ranks share one machine
     torch.manual_seed(cfg.seed)
     model = GPT(mcfg).to(d.device)
     model.activation_checkpointing = cfg.activation_checkpointing
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=cfg.betas,
-                            fused=d.device.type == "cuda")
-    loader = TokenWindows(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world, seed=cfg.seed)
-    step, tokens_seen, running = 0, 0, None
-    if (last := ckpt.latest(out)) is not None:
+    last, state = ckpt.latest(out), None
+    if last is not None:  # weights go in before FSDP shards them
         ckpt.load_weights(last, model)
-        state = ckpt.load_training_state(last, opt)
+        optim_state, state = ckpt.load_training_state(last)
+    wrapped = parallel.wrap(model, cfg, d)
+    opt = optim.build(model, cfg, fused=d.device.type == "cuda")
+    loader = TokenWindows(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world, seed=cfg.seed)
+    step, tokens_seen, running, last_metrics = 0, 0, None, {}
+    if state is not None:
+        parallel.load_optimizer(model, opt, optim_state, cfg, d)
         loader.load_state_dict(state["loader"])
         step, tokens_seen, running = state["step"], state["tokens_seen"], state.get("running_loss")
+        last_metrics = state.get("metrics", {})
         report(event="resume", step=step, checkpoint=str(last.path))
-    ddp = torch.nn.parallel.DistributedDataParallel(model) if d.world > 1 else model
+    step_fn = parallel.compile_if_asked(wrapped, cfg, d, lambda m: report(event="warning", message=m))
     start_step = step
-    tokens_per_step = cfg.batch_size * cfg.seq_len * cfg.grad_accum * d.world
-    report(event="start", step=step, parameters=model.num_params(), tokens_per_step=tokens_per_step,
-           world_size=d.world, device=str(d.device), config=dataclasses.asdict(cfg), model=dataclasses.asdict(mcfg))
-    t0, last_metrics = time.perf_counter(), {}
+    tokens_per_step = cfg.batch_size * cfg.seq_len * accum * d.world
+    report(event="start", step=step, parameters=model.num_params(), tokens_per_step=tokens_per_step, grad_accum=accum,
+           world_size=d.world, device=str(d.device), peak_flops=peak, peak_source=peak_source,
+           config=dataclasses.asdict(cfg), model=dataclasses.asdict(mcfg))
+    t0 = time.perf_counter()
+    probe = (start_step + 1, start_step + 1 + cfg.warmup_probe_steps)  # the first step pays for compilation
+    t_probe = None
     while step < cfg.steps:
-        lr = lr_at(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup, total=cfg.steps, kind=cfg.schedule)
-        for g in opt.param_groups:
-            g["lr"] = lr
+        opt.set_lr_factor(lr_at(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup, total=cfg.steps,
+                                kind=cfg.schedule) / cfg.lr)
+        lr = opt.param_groups[0]["lr"]
         loss_sum = torch.zeros((), device=d.device)
-        for micro in range(cfg.grad_accum):
+        for micro in range(accum):
             x, y = loader.next_batch()
-            sync = micro == cfg.grad_accum - 1 or d.world == 1
-            ctx = ddp.no_sync() if not sync else contextlib.nullcontext()
-            with ctx, _autocast(cfg, d.device):
-                _, loss = ddp(x.to(d.device), y.to(d.device))
-                (loss / cfg.grad_accum).backward()
-            loss_sum += loss.detach() / cfg.grad_accum
+            with parallel.no_sync(wrapped, cfg, d, micro == accum - 1), _autocast(cfg, d.device):
+                _, loss = step_fn(x.to(d.device), y.to(d.device))
+                (loss / accum).backward()
+            loss_sum += loss.detach() / accum
         if d.world > 1:  # the mean over ranks (gloo has no AVG)
             dist.all_reduce(loss_sum)
             loss_sum /= d.world
         loss_value = loss_sum.item()
         problem = _problem(loss_value, running, cfg.spike_factor)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
         if problem:
             report(event="bad_step", step=step, loss=loss_value, problem=problem, action=cfg.on_nonfinite)
             if cfg.on_nonfinite == "stop":
@@ -208,29 +169,48 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
             running = loss_value if running is None else 0.95 * running + 0.05 * loss_value
         step += 1
         tokens_seen += tokens_per_step
-        elapsed = time.perf_counter() - t0
+        now = time.perf_counter()
+        elapsed = now - t0
+        if step == probe[0]:
+            t_probe = now
+        tps = (step - start_step) * tokens_per_step / elapsed
         last_metrics = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
-                        "tokens_seen": tokens_seen, "elapsed_s": round(elapsed, 3),
-                        "tokens_per_s": round((step - start_step) * tokens_per_step / elapsed, 1),
-                        "eta_s": round(elapsed / (step - start_step) * (cfg.steps - step), 1)}
+                        "tokens_seen": tokens_seen, "elapsed_s": round(elapsed, 3), "tokens_per_s": round(tps, 1),
+                        "mfu": round(tps / tokens_per_step * flops_per_step / peak_total, 4),
+                        "eta_s": round(elapsed / (step - start_step) * (cfg.steps - step), 1), "time": time.time()}
+        if cfg.warmup_probe_steps > 0 and step == probe[1] and t_probe is not None:
+            sec = (now - t_probe) / cfg.warmup_probe_steps
+            report(event="estimate", probe_steps=cfg.warmup_probe_steps, seconds_per_step=sec, steps=cfg.steps,
+                   estimated_total_s=(now - t0) + sec * (cfg.steps - step), tokens_per_s=tokens_per_step / sec,
+                   mfu=flops_per_step / sec / peak_total, peak_flops=peak_total,
+                   peak_source=peak_source)
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            last_metrics |= evaluate(ddp, cfg, d, bpt)
+            last_metrics |= evaluate(wrapped, cfg, d, corpus.bytes_per_token)
         report(event="step", **last_metrics)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            weights, optim_state = parallel.full_state(model, opt, cfg, d)
             if d.main:
-                saved = ckpt.save(out, step, model, opt, {"loader": loader.state_dict(), "tokens_seen": tokens_seen,
-                                                          "running_loss": running, "metrics": last_metrics,
-                                                          "train_config": dataclasses.asdict(cfg),
-                                                          "model_config": dataclasses.asdict(mcfg)},
-                                  keep=cfg.keep_checkpoints)
+                saved = ckpt.save(out, step, weights, optim_state,
+                                  {"loader": loader.state_dict(), "tokens_seen": tokens_seen, "running_loss": running,
+                                   "metrics": last_metrics, "train_config": dataclasses.asdict(cfg),
+                                   "model_config": dataclasses.asdict(mcfg)},
+                                  keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings)
                 report(event="checkpoint", step=step, path=str(saved.path))
             if d.world > 1:
                 dist.barrier()
+    final = ckpt.latest(out) if d.main else None
     report(event="done", **last_metrics)
-    report.close()
-    if d.world > 1:
-        dist.destroy_process_group()
+    report.materialize(_final_metadata(last_metrics, model.num_params(), d, final))
     return last_metrics
+
+
+def _final_metadata(m: dict, params: int, d: parallel.Dist, final) -> dict:
+    md = {k: m[k] for k in ("loss", "val_loss", "val_ppl", "val_bpb", "tokens_seen", "tokens_per_s", "mfu", "step")
+          if isinstance(m.get(k), (int, float))}
+    md |= {"parameters": params, "world_size": d.world, "device": str(d.device)}
+    if final is not None:
+        md["checkpoint"] = {"raw_value": str(final.path), "type": "path"}
+    return md
 
 
 def _problem(loss: float, running: float | None, spike_factor: float) -> str | None:

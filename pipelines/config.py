@@ -1,4 +1,4 @@
-"""One configuration tree for the data stages, with presets as functions.
+"""One configuration tree for the data stages and pretraining, with presets as functions.
 
 Every threshold a stage uses lives here so that a run is described completely by
 `DataConfig` (and its hash is part of every stage's cache key). Defaults follow the
@@ -12,6 +12,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+import model.config as model_presets
+from model.config import ModelConfig, TrainConfig
 
 
 @dataclass
@@ -154,6 +157,9 @@ class DataConfig:
     langid: LangIdConfig = field(default_factory=LangIdConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    # pretraining: the model's shape (vocab_size is replaced by the tokenizer's) and the recipe
+    model: ModelConfig = field(default_factory=model_presets.gpt2_125m)
+    train: TrainConfig = field(default_factory=model_presets.train_default)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -177,7 +183,7 @@ def default() -> DataConfig:
 def tiny() -> DataConfig:
     # The data rules do not change with model size; the tokenizer does: a few thousand
     # tokens suit a CPU-sized model and a small corpus.
-    cfg = DataConfig()
+    cfg = DataConfig(model=model_presets.tiny(), train=model_presets.train_tiny())
     cfg.tokenizer.vocab_size = 4096
     return cfg
 
@@ -189,6 +195,9 @@ def preset(name: str, overrides: dict[str, Any] | None = None) -> DataConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
     cfg = PRESETS[name]()
+    overrides = dict(overrides or {})
+    if isinstance(overrides.get("model"), str):  # {"model": "small"}: another model preset
+        cfg.model = model_presets.preset(overrides.pop("model"))
     if overrides:
         cfg = apply_overrides(cfg, overrides)
     if cfg.filters.language != cfg.langid.language:
@@ -200,7 +209,25 @@ def preset(name: str, overrides: dict[str, Any] | None = None) -> DataConfig:
         raise ValueError(f"tokenizer.val_fraction must be in (0, 1), got {t.val_fraction}")
     if t.vocab_size < 256 + 16:
         raise ValueError(f"tokenizer.vocab_size must be at least 272 (256 bytes + special tokens), got {t.vocab_size}")
+    cfg.train.betas = tuple(cfg.train.betas)  # JSON overrides give a list
+    _check_train(cfg.train, cfg.model)
     return cfg
+
+
+def _check_train(t: TrainConfig, m: ModelConfig) -> None:
+    choices = {"dtype": ("fp32", "bf16"), "schedule": ("cosine", "wsd"), "optimizer": ("adamw", "muon"),
+               "on_nonfinite": ("stop", "skip")}
+    for name, allowed in choices.items():
+        if getattr(t, name) not in allowed:
+            raise ValueError(f"train.{name} must be one of {allowed}, got {getattr(t, name)!r}")
+    if t.seq_len > m.context:
+        raise ValueError(f"train.seq_len ({t.seq_len}) exceeds the model's context ({m.context})")
+    if m.dim % m.n_heads or m.n_heads % m.kv_heads:
+        raise ValueError(f"model.dim ({m.dim}) must divide into n_heads ({m.n_heads}), and n_heads "
+                         f"into n_kv_heads ({m.kv_heads})")
+    if min(t.steps, t.batch_size, t.seq_len, t.grad_accum, t.eval_every, t.checkpoint_every) < 1:
+        raise ValueError("train.steps, batch_size, seq_len, grad_accum, eval_every and checkpoint_every "
+                         "must be at least 1")
 
 
 def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:

@@ -28,7 +28,11 @@ def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 4) ->
 
 
 # The two-shard corpus supports about 880 BPE tokens; the `tiny` preset asks for 4096.
-SMALL_VOCAB = json.dumps({"tokenizer.vocab_size": 512})
+# Pretraining: a few eager fp32 steps on short windows (what is tested is the plumbing).
+SMALL_TRAIN = {"train.steps": 4, "train.batch_size": 2, "train.seq_len": 32, "train.warmup": 1,
+               "train.eval_every": 2, "train.eval_batches": 2, "train.checkpoint_every": 2, "train.dtype": "fp32",
+               "train.compile": False, "train.warmup_probe_steps": 1}
+SMALL_RUN = json.dumps({"tokenizer.vocab_size": 512, **SMALL_TRAIN})
 
 ENGLISH = ("The administrator configures the mail server every week, and the team reviews the log files "
            "before each update. ") * 8

@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tests.factory import SMALL_VOCAB, add_shard, write_two_shards
+from tests.factory import SMALL_RUN, add_shard, write_two_shards
 from yunque import env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def test_daemon_sensor_and_automation(tmp_path, monkeypatch):
     home = env.use_home(tmp_path / "home")
     daemon_env = {**os.environ, "YUNQUE_HOME": str(home), "YUNQUE_CORPUS": str(corpus),
                   "YUNQUE_SENSOR_INTERVAL": "5", "YUNQUE_AUTOMATION_INTERVAL": "5",
-                  "DAGSTER_HOME": str(home / "dagster"), "YUNQUE_OVERRIDES": SMALL_VOCAB}
+                  "DAGSTER_HOME": str(home / "dagster"), "YUNQUE_OVERRIDES": SMALL_RUN}
     daemon = Path(sys.executable).with_name("dagster-daemon")
     with open(tmp_path / "daemon.log", "w") as log:
         proc = subprocess.Popen([str(daemon), "run", "-w", "workspace.yaml"], cwd=REPO, env=daemon_env,

@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from tests.factory import SMALL_VOCAB, add_shard, write_two_shards
+from tests.factory import SMALL_RUN, add_shard, write_two_shards
 from yunque import env
 
 
@@ -31,7 +31,7 @@ def test_whole_data_graph(home, corpus):
     from assets.runner import run_graph
 
     root, expected = corpus
-    summary = run_graph(str(root), overrides=SMALL_VOCAB)
+    summary = run_graph(str(root), overrides=SMALL_RUN)
     assert summary.ok, [r for r in summary.runs if not r["ok"]]
     assert sorted(summary.shards) == ["foro", "manuales"]
 
@@ -95,14 +95,14 @@ def test_whole_data_graph(home, corpus):
     assert "tokens_per_parameter" in ts[0].asset_materialization.metadata
 
     # Re-running an unchanged corpus does no work: every stage reports a cache hit.
-    again = run_graph(str(root), overrides=SMALL_VOCAB)
+    again = run_graph(str(root), overrides=SMALL_RUN)
     assert again.ok
     cached = [m.get("cached") for r in again.runs for m in r["metadata"].values()]
     assert cached and all(cached)
 
     # A new shard: only its own signatures are computed; the old shards' stay cached.
     add_shard(root, "nuevo")
-    third = run_graph(str(root), overrides=SMALL_VOCAB)
+    third = run_graph(str(root), overrides=SMALL_RUN)
     assert third.ok
     sig_runs = {r["shard"]: r["metadata"]["minhash_signatures"]["cached"] for r in third.runs
                 if "minhash_signatures" in r["metadata"]}
@@ -209,7 +209,7 @@ def test_graph_on_s3_corpus(home, tmp_path, s3_server, monkeypatch):
     for path in local.rglob("*"):
         if path.is_file():
             s3.upload_file(str(path), "lake", f"raw/es/{path.relative_to(local)}")
-    summary = run_graph("s3://lake/raw/es", endpoint_url=s3_server, overrides=SMALL_VOCAB)
+    summary = run_graph("s3://lake/raw/es", endpoint_url=s3_server, overrides=SMALL_RUN)
     assert summary.ok, [r for r in summary.runs if not r["ok"]]
     kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
     rejected = pl.read_parquet(f"{home}/data/rejected_documents/*/*.parquet")

@@ -35,6 +35,9 @@ def _describe(md: dict) -> str:
     """One progress-line summary of an asset's metadata."""
     if "vocab_size" in md and "tokens_per_word" in md:
         return f"vocab {md['vocab_size']:,}, {md['tokens_per_word']} tokens/word"
+    if "run_key" in md:  # base_model
+        val = f"val_loss {md['val_loss']:.3f}" if "val_loss" in md else "no validation tokens"
+        return f"step {md['step']}, loss {md.get('loss', float('nan')):.3f}, {val}"
     if "train_tokens" in md:
         return f"{md['train_tokens']:,} train + {md['val_tokens']:,} val tokens"
     return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
@@ -56,6 +59,21 @@ def _token_summary(home: Path, shards: list[str], preset: str) -> None:
         if row["preset"] == (preset if preset in PRESETS else "tiny"):
             print(f"                    {row['tokens_per_parameter']} tokens per parameter for the "
                   f"{row['preset']} model ({row['parameters'] / 1e6:.1f}M): {row['verdict']} (rule of thumb 20-100)")
+
+
+def _model_summary(summary, home: Path) -> None:
+    md = next((m["base_model"] for r in summary.runs for m in [r["metadata"]] if "base_model" in m), None)
+    if md is None:
+        return
+    ent = md.get("unigram_entropy")
+    if "val_loss" in md:
+        verdict = "below" if md["val_loss"] < ent else "NOT below"
+        print(f"base model:         validation loss {md['val_loss']:.3f} nats/token ({md.get('val_bpb', 0):.3f} "
+              f"bits/byte, perplexity {md.get('val_ppl', 0):.1f}), {verdict} the unigram entropy {ent:.3f}")
+    print(f"                    {md.get('tokens_seen', 0):,} tokens seen at step {md['step']}, "
+          f"{md.get('tokens_per_s', 0):,.0f} tokens/s; checkpoint {md['checkpoint']}")
+    print(f"MLflow:             run {md.get('mlflow_run_id')}: .venv/bin/mlflow ui --backend-store-uri "
+          f"sqlite:///{home}/mlflow/mlflow.db")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -107,6 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _token_summary(home, summary.shards, args.preset)
         print(f"tokenizer:          {home}/data/tokenizer/ (transformers.AutoTokenizer.from_pretrained)")
         print(f"token arrays:       {home}/data/token_shards/*/{{train,val}}.bin (+ header.json)")
+    _model_summary(summary, home)
     print(f"Dagster UI:         YUNQUE_HOME={home} YUNQUE_CORPUS={corpus} DAGSTER_HOME={home}/dagster "
           ".venv/bin/dagster dev -w workspace.yaml")
     for r in failed:

@@ -1,0 +1,197 @@
+"""base_model through Dagster: materialize() launches real torchrun through Pipes, logs
+to a real sqlite MLflow store, caches, refuses an impossible plan, and a cancelled run
+leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from tests.factory import SMALL_TRAIN, write_two_shards
+from yunque import env
+
+# validation documents too: the two-shard corpus has ~20 documents
+OVERRIDES = {"tokenizer.vocab_size": 512, "tokenizer.val_fraction": 0.3, **SMALL_TRAIN}
+
+
+@pytest.fixture(scope="module")
+def data_home(tmp_path_factory):
+    """A home with token shards of the two-shard corpus (the data stages run once)."""
+    root = tmp_path_factory.mktemp("base")
+    saved = {k: os.environ.get(k) for k in ("YUNQUE_HOME", "DAGSTER_HOME")}
+    home = env.use_home(root / "home")
+    write_two_shards(root / "corpus")
+    from assets.runner import run_graph
+
+    summary = run_graph(str(root / "corpus"), select="+key:token_shards", overrides=json.dumps(OVERRIDES))
+    assert summary.ok, [r["error"] for r in summary.runs if not r["ok"]]
+    yield home, root / "corpus"
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _materialize(home: Path, corpus: Path, overrides: dict, **launcher) -> dg.ExecuteInProcessResult:
+    from assets.definitions import ASSETS, CHECKS, build_resources
+    from resources import TorchrunLauncher
+
+    os.environ["YUNQUE_HOME"], os.environ["DAGSTER_HOME"] = str(home), str(home / "dagster")
+    resources = build_resources(home=str(home), corpus=str(corpus), overrides=json.dumps(overrides))
+    if launcher:
+        resources["launcher"] = TorchrunLauncher(**launcher)
+    return dg.materialize([*ASSETS, *CHECKS], selection=dg.AssetSelection.assets("base_model"),
+                          instance=dg.DagsterInstance.get(), resources=resources, raise_on_error=False)
+
+
+def _mlflow(home: Path):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db")
+
+
+def test_materialize_tracks_the_run_in_mlflow(data_home):
+    home, corpus = data_home
+    result = _materialize(home, corpus, OVERRIDES)
+    assert result.success
+    md = {k: v.value for k, v in result.asset_materializations_for_node("base_model")[0].metadata.items()}
+    assert md["step"] == SMALL_TRAIN["train.steps"] and md["cached"] is False
+    assert md["val_loss"] > 0 and md["parameters"] > 0 and md["device"] == "cpu"  # reported by rank 0 over Pipes
+    assert md["checkpoint"].endswith("step-00000004")
+
+    # the MLflow run: finished, tagged with the Dagster run and the data versions it read
+    client = _mlflow(home)
+    run = client.get_run(md["mlflow_run_id"])
+    assert run.info.status == "FINISHED"
+    tags = run.data.tags
+    assert tags["dagster.run_id"] == result.run_id and tags["dagster.asset_key"] == "base_model"
+    instance = dg.DagsterInstance.get()
+
+    def data_version(key: str, partition: str | None = None) -> str:
+        recs = instance.fetch_materializations(dg.AssetKey(key), limit=10).records
+        rec = next(r for r in recs if r.partition_key == partition)
+        return rec.asset_materialization.tags["dagster/data_version"]
+
+    assert tags["yunque.tokenizer_version"] == data_version("tokenizer")
+    shards = json.loads(tags["yunque.token_shards_versions"])
+    assert shards == {s: data_version("token_shards", s) for s in ("foro", "manuales")}
+    assert run.data.params["train.steps"] == "4" and run.data.params["model.vocab_size"] == "512"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [1, 2, 3, 4]
+    assert len(client.get_metric_history(run.info.run_id, "val_loss")) == 2  # every 2 steps
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"loss_curve.png", "train_config.json",
+                                                                       "run.json", "metrics.jsonl"}
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert "val_loss_below_unigram_entropy" in checks
+
+    # the directory resolves to its latest checkpoint, which loads
+    from model import checkpoint as ckpt
+
+    assert ckpt.latest(home / "data" / "base_model").step == 4
+
+    # unchanged inputs: nothing is trained and no MLflow run is started
+    again = _materialize(home, corpus, OVERRIDES)
+    assert again.success
+    md2 = again.asset_materializations_for_node("base_model")[0].metadata
+    assert md2["cached"].value is True and md2["mlflow_run_id"].value == md["mlflow_run_id"]
+    assert len(client.search_runs([run.info.experiment_id])) == 1
+
+    # a changed recipe trains afresh; the old run's files are kept under previous/<key>
+    longer = _materialize(home, corpus, {**OVERRIDES, "train.steps": 6})
+    assert longer.success
+    assert ckpt.latest(home / "data" / "base_model").step == 6
+    assert (home / "data" / "base_model" / "previous" / md["run_key"] / "step-00000004").is_dir()
+
+
+def test_impossible_plan_is_refused_with_the_fix(data_home):
+    home, corpus = data_home
+    # 1.1B parameters, 64k-token micro-batches: far beyond this machine's memory
+    result = _materialize(home, corpus, {**OVERRIDES, "model": "1b", "train.batch_size": 64,
+                                         "train.seq_len": 1024})
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
+    text = failure.message + "".join(c.message for c in [failure.cause] if c)
+    assert "refused by the preflight plan" in text and "DOES NOT FIT" in text and "fixes:" in text
+
+
+CANCEL_SCRIPT = textwrap.dedent("""
+    import sys
+    from assets.runner import materialize_one
+    home, corpus, overrides = sys.argv[1:4]
+    print(materialize_one(["base_model"], None, 0, corpus, "tiny", overrides, None)["error"])
+""")
+
+
+def _descendants(pid: int) -> set[int]:
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        for k in map(int, kids):
+            out.add(k)
+            todo.append(k)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_cancelling_the_run_ends_the_torchrun_tree(data_home, tmp_path):
+    home, corpus = data_home
+    long = {**OVERRIDES, "train.steps": 100_000, "train.checkpoint_every": 100_000, "train.eval_every": 100_000}
+    script = tmp_path / "run.py"
+    script.write_text(CANCEL_SCRIPT)
+    environ = {**os.environ, "YUNQUE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+    proc = subprocess.Popen([sys.executable, str(script), str(home), str(corpus), json.dumps(long)], env=environ,
+                            cwd=Path(__file__).parents[1], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = home / "data" / "base_model" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    tree: set[int] = set()
+    try:
+        while time.monotonic() < deadline:  # until training steps are being logged
+            if metrics.exists() and '"event": "step"' in metrics.read_text() and \
+                    any("model.train" in Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ")
+                        for p in _descendants(proc.pid) if _alive(p)):
+                break
+            assert proc.poll() is None, "the run ended before training started"
+            time.sleep(0.2)
+        else:
+            pytest.fail("training never started")
+        tree = _descendants(proc.pid)  # supervisor, torchrun, the worker
+        assert len(tree) >= 3
+        # Dagster's run termination reaches the run worker as SIGINT (dagster api execute_run
+        # interrupts itself); an in-process materialize() handles it the same way.
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in tree if _alive(p)], "processes outlived the cancelled run"
+    finally:
+        for p in [proc.pid, *tree]:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+    instance = dg.DagsterInstance.get()
+    last = instance.get_runs(limit=1)[0]
+    assert last.status in (dg.DagsterRunStatus.CANCELED, dg.DagsterRunStatus.FAILURE)
+    client = _mlflow(home)
+    exp = client.get_experiment_by_name("yunque")
+    newest = client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"])[0]
+    assert newest.info.status == "KILLED"
+    assert instance.event_log_storage.get_concurrency_info("training").claimed_slots == []  # the pool is free
