@@ -69,3 +69,12 @@ def stage_result(stats: StageStats, output: Path | None = None, rejected: Path |
         md["rejected_path"] = dg.MetadataValue.path(str(rejected))
     md.update(extra)
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(stats.key))
+
+
+def rows_table(rows: list[dict]) -> dg.TableMetadataValue:
+    """A metadata table from rows of one shape; column types from the first row."""
+    cols = list(rows[0])
+    kinds = {c: "float" if isinstance(rows[0][c], float) else "int" if isinstance(rows[0][c], int) else "string"
+             for c in cols}
+    return dg.MetadataValue.table([dg.TableRecord(r) for r in rows],
+                                  schema=dg.TableSchema([dg.TableColumn(c, kinds[c]) for c in cols]))

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.dedup import deduped_documents
+from assets.metadata import rows_table
 from assets.partitions import shards
 from model.config import corpus_verdict
 from pipelines.stages import CODE_VERSIONS
@@ -40,14 +41,6 @@ def _ready_shards(context, settings: YunqueSettings, corpus: CorpusStorage) -> l
     return [s for s in registered if store.manifest("deduped_documents", s) is not None]
 
 
-def _table(rows: list[dict]) -> dg.TableMetadataValue:
-    cols = list(rows[0])
-    kinds = {c: "float" if isinstance(rows[0][c], float) else "int" if isinstance(rows[0][c], int) else "string"
-             for c in cols}
-    return dg.MetadataValue.table([dg.TableRecord(r) for r in rows],
-                                  schema=dg.TableSchema([dg.TableColumn(c, kinds[c]) for c in cols]))
-
-
 @dg.asset(deps=[deduped_documents], code_version=CODE_VERSIONS[TOKENIZER], group_name="tokens",
           kinds={"huggingface"}, automation_condition=TOKENIZER_CONDITION)
 def tokenizer(context: dg.AssetExecutionContext, settings: YunqueSettings,
@@ -82,7 +75,7 @@ def tokenizer(context: dg.AssetExecutionContext, settings: YunqueSettings,
         "path": dg.MetadataValue.path(str(store.dir(TOKENIZER))),
     }
     if rows:
-        md["compression"] = _table(rows)
+        md["compression"] = rows_table(rows)
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(x["tokenizer_hash"]))
 
 
@@ -111,7 +104,7 @@ def token_shards(context: dg.AssetExecutionContext, settings: YunqueSettings,
         # over the shards encoded so far with this tokenizer: "N of M" says whether it is all
         "corpus_train_tokens": total["train_tokens"],
         "corpus_shards_encoded": f"{total['shards']} of {len(ready)}",
-        "tokens_per_parameter": _table(corpus_verdict(total["train_tokens"], vocab)),
+        "tokens_per_parameter": rows_table(corpus_verdict(total["train_tokens"], vocab)),
         "path": dg.MetadataValue.path(str(store.dir(TOKEN_SHARDS, shard))),
     }
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(stats.key))

@@ -5,8 +5,9 @@ import json
 import dagster as dg
 from dagster._core.errors import DagsterPipesExecutionError  # not exported at the top level
 
+from assets.metadata import rows_table
 from assets.partitions import shards as shards_def
-from assets.tokens import _table, token_shards, tokenizer
+from assets.tokens import token_shards, tokenizer
 from pipelines import loss_curve
 from pipelines.pretrain_stage import (
     BASE_MODEL,
@@ -141,7 +142,7 @@ def _result(spec: RunSpec, latest, cached: bool, entropy: float, reported: dict)
     if estimate:
         md["estimated_seconds"] = round(estimate["estimated_total_s"], 1)
     if rows := loss_curve.eval_rows(records):
-        md["loss_curve"] = _table(rows)
+        md["loss_curve"] = rows_table(rows)
     if (spec.dir / "loss_curve.png").exists():
         md["loss_curve_png"] = dg.MetadataValue.path(str(spec.dir / "loss_curve.png"))
     val = m.get("val_loss")

@@ -6,6 +6,7 @@ so a checkpoint written by FSDP on 8 GPUs loads in one CPU process and vice vers
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -87,8 +88,6 @@ def compile_if_asked(module: torch.nn.Module, cfg: TrainConfig, d: Dist, warn) -
 def no_sync(module: torch.nn.Module, cfg: TrainConfig, d: Dist, last_micro: bool):
     """Skip the gradient all-reduce on all but the last micro-step (DDP); FSDP2 reduces
     on every backward unless told otherwise."""
-    import contextlib
-
     if d.world == 1 or last_micro:
         if cfg.fsdp and d.world > 1:
             module.set_requires_gradient_sync(True)

@@ -138,7 +138,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
            config=dataclasses.asdict(cfg), model=dataclasses.asdict(mcfg))
     t0 = time.perf_counter()
     probe = (start_step + 1, start_step + 1 + cfg.warmup_probe_steps)  # the first step pays for compilation
-    t_probe = None
+    t_probe, final = None, last  # the checkpoint this run ends on (resumed at the end: the one loaded)
     while step < cfg.steps:
         opt.set_lr_factor(lr_at(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup, total=cfg.steps,
                                 kind=cfg.schedule) / cfg.lr)
@@ -196,9 +196,10 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
                                    "model_config": dataclasses.asdict(mcfg)},
                                   keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings)
                 report(event="checkpoint", step=step, path=str(saved.path))
+                final = saved
             if d.world > 1:
                 dist.barrier()
-    final = ckpt.latest(out) if d.main else None
+    # the path of the checkpoint just written, not ckpt.latest(): that would hash every file again
     report(event="done", **last_metrics)
     report.materialize(_final_metadata(last_metrics, model.num_params(), d, final))
     return last_metrics
