@@ -4,6 +4,9 @@
                          optimizer.pt        optimizer state (tensors and numbers only)
                          rng.pt              torch RNG state
                          state.json          step, data-loader state, configs, metrics
+                         tokenizer/          the tokenizer it was trained with (tokenizer.json
+                                             and the transformers side files), so a checkpoint
+                                             directory is usable on its own
                          checksums.json      sha256 of the files above
 
 Nothing is unpickled beyond tensors and plain containers (`torch.load(weights_only=True)`,
@@ -27,6 +30,7 @@ from safetensors.torch import load_file, save_file
 log = logging.getLogger(__name__)
 PREFIX = "step-"
 FILES = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
+TOKENIZER_DIR = "tokenizer"
 
 
 class CheckpointError(RuntimeError):
@@ -59,7 +63,7 @@ def _fsync(path: Path) -> None:
 
 
 def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict, state: dict,
-         keep: int = 3, tied: bool = False) -> Checkpoint:
+         keep: int = 3, tied: bool = False, tokenizer: str | Path | None = None) -> Checkpoint:
     """Write step `step` under `root` (temporary directory, fsync, one rename), then keep
     only the newest `keep` checkpoints. `weights` and `optimizer_state` are full
     (unsharded) state dicts (model.parallel.full_state)."""
@@ -75,9 +79,13 @@ def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_stat
     torch.save(optimizer_state, tmp / "optimizer.pt")
     torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
-    for name in FILES:
+    names = list(FILES)
+    if tokenizer:
+        shutil.copytree(tokenizer, tmp / TOKENIZER_DIR, ignore=shutil.ignore_patterns("*.tmp", "_*"))
+        names += sorted(str(p.relative_to(tmp)) for p in (tmp / TOKENIZER_DIR).rglob("*") if p.is_file())
+    for name in names:
         _fsync(tmp / name)
-    (tmp / "checksums.json").write_text(json.dumps({n: _sha256(tmp / n) for n in FILES}, indent=1))
+    (tmp / "checksums.json").write_text(json.dumps({n: _sha256(tmp / n) for n in names}, indent=1))
     _fsync(tmp / "checksums.json")
     if final.exists():  # a re-run of the same step (resumed from an older one)
         shutil.rmtree(final)
@@ -102,7 +110,7 @@ def verify(ckpt: Checkpoint) -> str | None:
     if not sums.exists():
         return "no checksums.json (incomplete)"
     expected = json.loads(sums.read_text())
-    for name in FILES:
+    for name in sorted(set(FILES) | set(expected)):
         path = ckpt.path / name
         if not path.exists():
             return f"{name} missing"

@@ -105,6 +105,7 @@ class TrainConfig:
 
     shards: list[str] = dataclasses.field(default_factory=list)  # token_shards directories
     out: str = "checkpoints"
+    tokenizer: str = ""  # tokenizer directory, copied into every checkpoint
     steps: int = 1000
     batch_size: int = 8  # sequences per rank per micro-step
     seq_len: int = 256
@@ -143,7 +144,7 @@ class TrainConfig:
 
 
 # Fields that do not change what a run computes: where it reads and writes, and safety rails.
-RUNTIME_FIELDS = ("shards", "out", "threads", "preflight", "warmup_probe_steps", "keep_checkpoints",
+RUNTIME_FIELDS = ("shards", "out", "tokenizer", "threads", "preflight", "warmup_probe_steps", "keep_checkpoints",
                   "checkpoint_every")
 
 

@@ -49,7 +49,7 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (B, heads, T, E); cos/sin (T, E)."""
+    """x (B, heads, T, E); cos/sin (T, E), or (B, 1, T, E) for per-row positions."""
     return (x * cos.to(x.dtype)) + (_rotate_half(x) * sin.to(x.dtype))
 
 
@@ -65,7 +65,8 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: LayerCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim)  # (B, T, H, E)
         k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim)  # (B, T, K, E)
@@ -74,7 +75,14 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, heads, T, E)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, K, S, E): every key so far, this step's included
+        gqa = self.n_kv != self.n_heads
+        if mask is None:  # training, the no-padding prefill, one new token: no mask to build
+            # SDPA aligns is_causal top-left; one query is the newest position and sees every key
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=gqa)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))  # (B, T, D)
 
 
@@ -97,9 +105,41 @@ class Block(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: LayerCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LayerCache:
+    """One layer's keys and values, preallocated for the whole generation."""
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor):
+        self.k, self.v = k, v  # (B, K, S_max, E)
+        self.length = 0
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self.length + k.shape[2]
+        if end > self.k.shape[2]:
+            raise ValueError(f"KV cache of {self.k.shape[2]} positions is full")
+        self.k[:, :, self.length:end] = k
+        self.v[:, :, self.length:end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+
+class KVCache:
+    """Keys and values of every layer for `batch` sequences of up to `max_len` tokens."""
+
+    def __init__(self, cfg: ModelConfig, batch: int, max_len: int, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32):
+        shape = (batch, cfg.kv_heads, max_len, cfg.head_dim)
+        self.layers = [LayerCache(torch.zeros(shape, device=device, dtype=dtype),
+                                  torch.zeros(shape, device=device, dtype=dtype)) for _ in range(cfg.n_layers)]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
 
 
 class Decoder(nn.Module):
@@ -138,17 +178,33 @@ class GPT(nn.Module):
             else:
                 nn.init.normal_(p, 0.0, std)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
+                positions: torch.Tensor | None = None, mask: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """idx (B, T) -> logits (B, T, V) and, with targets (B, T; -100 ignored), the mean
-        cross-entropy in fp32."""
+        cross-entropy in fp32.
+
+        For generation (model/generate.py): `positions` (B, T) are each token's rotary
+        position (left-padded rows start later), `mask` (B, 1, T, S) says which of the S
+        keys (cached + new) each query may see, and `cache` holds the earlier keys/values.
+        Without them the forward is the plain causal one that training compiles."""
         t = idx.shape[1]
-        if t > self.cfg.context:
-            raise ValueError(f"sequence of {t} tokens exceeds the model context of {self.cfg.context}")
+        end = t + (cache.length if cache is not None else 0)
+        if end > self.cfg.context:
+            raise ValueError(f"sequence of {end} tokens exceeds the model context of {self.cfg.context}")
+        if cache is not None and cache.length and mask is None and t > 1:
+            # SDPA's is_causal aligns the mask top-left; new queries sit at the bottom right
+            mask = torch.ones(t, end, dtype=torch.bool, device=idx.device).tril(diagonal=end - t)
         x = self.model.embed_tokens(idx)  # (B, T, D)
-        cos, sin = self.rope_cos[:t], self.rope_sin[:t]
-        for layer in self.model.layers:
-            if self.activation_checkpointing and self.training:
+        if positions is None:
+            start = cache.length if cache is not None else 0
+            cos, sin = self.rope_cos[start:end], self.rope_sin[start:end]
+        else:
+            cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)  # (B, 1, T, E)
+        for i, layer in enumerate(self.model.layers):
+            if cache is not None or mask is not None:
+                x = layer(x, cos, sin, cache.layers[i] if cache is not None else None, mask)
+            elif self.activation_checkpointing and self.training:
                 x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
             else:
                 x = layer(x, cos, sin)

@@ -194,7 +194,8 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
                                   {"loader": loader.state_dict(), "tokens_seen": tokens_seen, "running_loss": running,
                                    "metrics": last_metrics, "train_config": dataclasses.asdict(cfg),
                                    "model_config": dataclasses.asdict(mcfg)},
-                                  keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings)
+                                  keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings,
+                                  tokenizer=cfg.tokenizer or None)
                 report(event="checkpoint", step=step, path=str(saved.path))
                 final = saved
             if d.world > 1:

@@ -97,7 +97,8 @@ def prepare(store: DataStore, shards: list[str], cfg: DataConfig, asset: str = B
     root = store.dir(asset)
     root.mkdir(parents=True, exist_ok=True)
     _archive_if_changed(root, key)
-    train |= {"shards": [str(store.dir(TOKEN_SHARDS, s)) for s in sorted(versions)], "out": str(root)}
+    train |= {"shards": [str(store.dir(TOKEN_SHARDS, s)) for s in sorted(versions)], "out": str(root),
+              "tokenizer": str(store.dir(TOKENIZER))}
     spec = RunSpec(asset, root, key, {"train": train, "model": dataclasses.asdict(model)},
                    {"tokenizer_hash": tok_hash, "token_shards": versions})
     _write_json(spec.config_path, spec.config)

@@ -32,7 +32,10 @@ def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 4) ->
 SMALL_TRAIN = {"train.steps": 4, "train.batch_size": 2, "train.seq_len": 32, "train.warmup": 1,
                "train.eval_every": 2, "train.eval_batches": 2, "train.checkpoint_every": 2, "train.dtype": "fp32",
                "train.compile": False, "train.warmup_probe_steps": 1}
-SMALL_RUN = json.dumps({"tokenizer.vocab_size": 512, **SMALL_TRAIN})
+# Evaluation and export: a handful of problems and tokens, one GGUF type.
+SMALL_EVAL = {"eval.math_problems": 8, "eval.sample_tokens": 16, "eval.math_max_new_tokens": 16,
+              "eval.val_batches": 2, "export.gguf": ["q8_0"]}
+SMALL_RUN = json.dumps({"tokenizer.vocab_size": 512, **SMALL_TRAIN, **SMALL_EVAL})
 
 ENGLISH = ("The administrator configures the mail server every week, and the team reviews the log files "
            "before each update. ") * 8
@@ -83,3 +86,40 @@ def add_shard(root: Path, name: str, seed: int = 1, docs: int = 3) -> Path:
     for i in range(docs):
         (d / f"doc{i}.txt").write_text(spanish_text(rng), encoding="utf-8")
     return d
+
+
+def tokenizer_dir(root: Path, vocab: int = 400, seed: int = 0) -> Path:
+    """A byte-level BPE tokenizer trained on generated Spanish, saved as the asset saves it."""
+    from pipelines.tokenizer import save_pretrained, train_bpe
+
+    rng = random.Random(seed)
+    texts = [spanish_text(rng) + " 12 + 34 = 46. ¿Cuánto es 7 por 8? <answer>56</answer>" for _ in range(60)]
+    directory = root / "tokenizer"
+    save_pretrained(train_bpe(texts, vocab), directory, max_length=64)
+    return directory
+
+
+def tiny_checkpoint(root: Path, seed: int = 0, **model_overrides) -> Path:
+    """A randomly initialised small model saved as a training checkpoint with its tokenizer.
+    Weights are scaled up so that the logits are far from uniform (a real test of equality)."""
+    import dataclasses
+
+    import torch
+
+    from model import checkpoint as ckpt
+    from model.config import ModelConfig
+    from model.gpt import GPT
+
+    tok = tokenizer_dir(root)
+    from tokenizers import Tokenizer
+
+    vocab = Tokenizer.from_file(str(tok / "tokenizer.json")).get_vocab_size()
+    cfg = ModelConfig(**{"dim": 64, "n_layers": 2, "n_heads": 4, "ffn_dim": 128, "context": 64,
+                         "vocab_size": vocab, **model_overrides})
+    torch.manual_seed(seed)
+    model = GPT(cfg)
+    model.reset_parameters(std=0.08)
+    saved = ckpt.save(root / "base_model", 10, model.state_dict(), {}, {
+        "model_config": dataclasses.asdict(cfg), "metrics": {"loss": 5.0}}, tied=cfg.tie_embeddings,
+        tokenizer=tok)
+    return saved.path
