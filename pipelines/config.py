@@ -149,6 +149,40 @@ class TokenizerConfig:
     retrain: bool = False
 
 
+SAMPLE_PROMPTS = (
+    "La instalación de Debian",
+    "El sistema de archivos",
+    "Para configurar la red,",
+    "En la hoja de cálculo, pulse",
+    "Había una vez",
+)
+
+
+@dataclass
+class EvalConfig:
+    """eval_report: what every checkpoint is measured on (the same for every stage)."""
+    val_batches: int = 50  # batches of train.batch_size x train.seq_len validation tokens (at most)
+    prompts: tuple[str, ...] = SAMPLE_PROMPTS  # generation samples, plain continuations
+    sample_tokens: int = 64
+    temperature: float = 0.8
+    top_k: int = 50
+    top_p: float = 0.95
+    seed: int = 0
+    math_set: str = "es_add2"  # held-out problems only (pipelines/math_tasks.py)
+    math_problems: int = 200
+    math_file: str = ""  # a GSM8K-format jsonl, evaluated as well when given
+    math_max_new_tokens: int = 64
+    batch_size: int = 32  # prompts decoded at once
+    repetition_threshold: float = 0.5  # repeated 4-gram rate of a sample that raises the alarm
+    overfit_window: int = 3  # evaluation points compared by the overfitting alarm
+
+
+@dataclass
+class ExportConfig:
+    dtype: str = "float32"  # of model.safetensors
+    gguf: tuple[str, ...] = ("f16", "q8_0", "q4_0")  # a model-<type>.gguf for each; () for none
+
+
 @dataclass
 class DataConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
@@ -160,6 +194,8 @@ class DataConfig:
     # pretraining: the model's shape (vocab_size is replaced by the tokenizer's) and the recipe
     model: ModelConfig = field(default_factory=model_presets.gpt2_125m)
     train: TrainConfig = field(default_factory=model_presets.train_default)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -185,6 +221,7 @@ def tiny() -> DataConfig:
     # tokens suit a CPU-sized model and a small corpus.
     cfg = DataConfig(model=model_presets.tiny(), train=model_presets.train_tiny())
     cfg.tokenizer.vocab_size = 4096
+    cfg.eval.math_problems = 100
     return cfg
 
 
@@ -210,6 +247,8 @@ def preset(name: str, overrides: dict[str, Any] | None = None) -> DataConfig:
     if t.vocab_size < 256 + 16:
         raise ValueError(f"tokenizer.vocab_size must be at least 272 (256 bytes + special tokens), got {t.vocab_size}")
     cfg.train.betas = tuple(cfg.train.betas)  # JSON overrides give a list
+    cfg.eval.prompts = tuple(cfg.eval.prompts)
+    cfg.export.gguf = tuple(cfg.export.gguf)
     _check_train(cfg.train, cfg.model)
     return cfg
 

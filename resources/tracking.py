@@ -6,6 +6,7 @@ RUNNING after asset materializations (DESIGN.md)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,14 @@ class MlflowTracking(dg.ConfigurableResource):
     def env(self, run_id: str) -> dict[str, str]:
         """For the training process: rank 0 logs its per-step metrics into this run."""
         return {"MLFLOW_TRACKING_URI": self.uri(), "MLFLOW_RUN_ID": run_id}
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step) for k, v in metrics.items()]
+        for i in range(0, len(items), 500):
+            self._client().log_batch(run_id, metrics=items[i:i + 500])
 
     def finish(self, run_id: str, status: str, artifacts: list[Path] = (), metrics: dict[str, float] | None = None,
                tags: dict[str, str] | None = None) -> None:

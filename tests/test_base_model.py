@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tests.factory import SMALL_TRAIN, write_two_shards
+from tests.factory import SMALL_EVAL, SMALL_TRAIN, write_two_shards
 from yunque import env
 
 # validation documents too: the two-shard corpus has ~20 documents
@@ -42,7 +42,8 @@ def data_home(tmp_path_factory):
             os.environ[k] = v
 
 
-def _materialize(home: Path, corpus: Path, overrides: dict, **launcher) -> dg.ExecuteInProcessResult:
+def _materialize(home: Path, corpus: Path, overrides: dict, keys: tuple[str, ...] = ("base_model",),
+                 **launcher) -> dg.ExecuteInProcessResult:
     from assets.definitions import ASSETS, CHECKS, build_resources
     from resources import TorchrunLauncher
 
@@ -50,7 +51,7 @@ def _materialize(home: Path, corpus: Path, overrides: dict, **launcher) -> dg.Ex
     resources = build_resources(home=str(home), corpus=str(corpus), overrides=json.dumps(overrides))
     if launcher:
         resources["launcher"] = TorchrunLauncher(**launcher)
-    return dg.materialize([*ASSETS, *CHECKS], selection=dg.AssetSelection.assets("base_model"),
+    return dg.materialize([*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*keys),
                           instance=dg.DagsterInstance.get(), resources=resources, raise_on_error=False)
 
 
@@ -110,6 +111,20 @@ def test_materialize_tracks_the_run_in_mlflow(data_home):
     assert longer.success
     assert ckpt.latest(home / "data" / "base_model").step == 6
     assert (home / "data" / "base_model" / "previous" / md["run_key"] / "step-00000004").is_dir()
+
+
+def test_eval_report_measures_what_training_measured(data_home):
+    """The report's validation loss is the training run's own, on the same windows."""
+    from model import checkpoint as ckpt
+
+    home, corpus = data_home
+    overrides = {**OVERRIDES, **SMALL_EVAL, "eval.val_batches": OVERRIDES["train.eval_batches"]}
+    result = _materialize(home, corpus, overrides, keys=("base_model", "eval_report"))
+    assert result.success
+    md = {k: v.value for k, v in result.asset_materializations_for_node("eval_report")[0].metadata.items()}
+    trained = ckpt.latest(home / "data" / "base_model").state()["metrics"]
+    assert md["base_model/val_loss"] == pytest.approx(trained["val_loss"], abs=1e-3)
+    assert md["base_model/val_bpb"] > 0 and md["base_model/val_ppl"] > 1
 
 
 def test_impossible_plan_is_refused_with_the_fix(data_home):

@@ -11,9 +11,9 @@ import polars as pl
 from tests.factory import write_two_shards
 
 
-def yunque(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def yunque(*args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "yunque.cli", *args], check=False, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=600)
+                          env={**os.environ, **(env or {})}, timeout=600, input=stdin)
 
 
 def test_run_select_and_outputs(tmp_path):

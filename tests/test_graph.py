@@ -71,11 +71,20 @@ def test_whole_data_graph(home, corpus):
     checks = dict(c for r in summary.runs for c in r["checks"])
     assert {"every_document_once", "language_is_pure", "no_near_duplicates_left", "tokenizer_round_trip",
             "tokens_per_word"} <= checks.keys()
-    # warnings: a 512-token vocabulary on random words may exceed 1.4 tokens per word, and
-    # 4 training steps on a corpus without validation documents prove nothing about loss
-    assert all(p for n, p in checks.items() if n not in ("tokens_per_word", "val_loss_below_unigram_entropy"))
+    # warnings: a 512-token vocabulary on random words may exceed 1.4 tokens per word,
+    # 4 training steps on a corpus without validation documents prove nothing about loss,
+    # and a model that has seen 256 tokens repeats itself
+    assert all(p for n, p in checks.items()
+               if n not in ("tokens_per_word", "val_loss_below_unigram_entropy", "repetition"))
     model = next(r["metadata"]["base_model"] for r in summary.runs if "base_model" in r["metadata"])
     assert model["step"] == 4 and model["checkpoint"].endswith("step-00000004") and model["mlflow_run_id"]
+    # ... evaluated on the token shards' validation split, and exported
+    report = next(r["metadata"]["eval_report"] for r in summary.runs if "eval_report" in r["metadata"])
+    assert report["stages"] == ["base_model"] and report["cached"] is False
+    assert report["base_model/math_accuracy"] >= 0 and (home / "data" / "eval_report" / "report.md").exists()
+    exported = next(r["metadata"]["exported_model"] for r in summary.runs if "exported_model" in r["metadata"])
+    assert exported["checkpoint"] == model["checkpoint"] and exported["max_abs_logit_diff"] <= 1e-4
+    assert {"transformers_logits_match", "gguf_logits_match", "val_loss_rising", "repetition"} <= checks.keys()
 
     # The tokenizer and token arrays: loadable by transformers and by the training loader.
     from transformers import AutoTokenizer
@@ -195,7 +204,8 @@ def test_definitions_load():
     graph = defs.resolve_asset_graph()
     names = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
-                     "dedup_index", "deduped_documents", "tokenizer", "token_shards", "base_model"}
+                     "dedup_index", "deduped_documents", "tokenizer", "token_shards", "base_model", "eval_report",
+                     "exported_model"}
     assert defs.resolve_job_def("shard_job") is not None
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from yunque import env
+from yunque.cli_model import add_commands
 
 
 def _fetch(dest: Path) -> int:
@@ -38,6 +39,11 @@ def _describe(md: dict) -> str:
     if "run_key" in md:  # base_model
         val = f"val_loss {md['val_loss']:.3f}" if "val_loss" in md else "no validation tokens"
         return f"step {md['step']}, loss {md.get('loss', float('nan')):.3f}, {val}"
+    if "reused_rows" in md:  # eval_report
+        return ", ".join(f"{s}: val_loss {md.get(f'{s}/val_loss', float('nan')):.3f}, "
+                         f"math {md.get(f'{s}/math_accuracy', 0):.0%}" for s in md["stages"])
+    if "architecture" in md:  # exported_model
+        return f"{md['architecture']} step {md['step']}, {len(md['files'])} files"
     if "train_tokens" in md:
         return f"{md['train_tokens']:,} train + {md['val_tokens']:,} val tokens"
     return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
@@ -74,6 +80,23 @@ def _model_summary(summary, home: Path) -> None:
           f"{md.get('tokens_per_s', 0):,.0f} tokens/s; checkpoint {md['checkpoint']}")
     print(f"MLflow:             run {md.get('mlflow_run_id')}: .venv/bin/mlflow ui --backend-store-uri "
           f"sqlite:///{home}/mlflow/mlflow.db")
+
+
+def _eval_summary(summary, home: Path) -> None:
+    mds = {k: m for r in summary.runs for k, m in r["metadata"].items() if k in ("eval_report", "exported_model")}
+    if "eval_report" in mds:
+        md = mds["eval_report"]
+        print(f"evaluation report:  {home}/data/eval_report/report.md (and report.json, loss_curves.png, "
+              "math_accuracy.png)")
+        for s in md["stages"]:
+            print(f"                    {s}: perplexity {md.get(f'{s}/val_ppl', float('nan')):.1f}, "
+                  f"{md.get(f'{s}/val_bpb', float('nan')):.3f} bits/byte, held-out math "
+                  f"{md.get(f'{s}/math_accuracy', 0):.1%}, repeated 4-grams up to {md.get(f'{s}/repeat_4_max', 0):.2f}")
+    if "exported_model" in mds:
+        md = mds["exported_model"]
+        print(f"exported model:     {md['dir']} ({md['architecture']}; GGUF: "
+              f"{', '.join(f for f in md['files'] if f.endswith('.gguf')) or 'none'})")
+        print(f"talk to it:         .venv/bin/yunque chat --checkpoint {md['checkpoint']}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -126,6 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"tokenizer:          {home}/data/tokenizer/ (transformers.AutoTokenizer.from_pretrained)")
         print(f"token arrays:       {home}/data/token_shards/*/{{train,val}}.bin (+ header.json)")
     _model_summary(summary, home)
+    _eval_summary(summary, home)
     print(f"Dagster UI:         YUNQUE_HOME={home} YUNQUE_CORPUS={corpus} DAGSTER_HOME={home}/dagster "
           ".venv/bin/dagster dev -w workspace.yaml")
     for r in failed:
@@ -151,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="shards processed at once, one process each (default: 2, or 1 on one core)")
     r.set_defaults(fn=cmd_run)
+    add_commands(sub)
     args = p.parse_args(argv)
     return args.fn(args)
 

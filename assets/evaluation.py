@@ -1,0 +1,111 @@
+"""eval_report (one table across every checkpoint) and exported_model (Hugging Face + GGUF)."""
+
+import dataclasses
+
+import dagster as dg
+
+from assets.metadata import rows_table
+from assets.training import TRAINING_POOL, base_model
+from pipelines.eval_stage import (
+    EVAL_CODE_VERSION,
+    EVAL_REPORT,
+    EXPORTED_MODEL,
+    evaluate_all,
+    export_latest,
+)
+from pipelines.store import cache_key
+from resources import MlflowTracking, YunqueSettings
+
+# The checkpoint assets the report and the export read (post-training adds its stages here).
+CHECKPOINT_ASSETS = [base_model]
+
+ALARMS = {
+    "val_loss_rising": "validation loss has risen above its minimum by more than 0.01 nats",
+    "overfitting": "training loss fell over the last evaluations while validation loss did not",
+    "repetition": "a generation sample repeats its own 4-grams more than eval.repetition_threshold",
+}
+NUMERIC = ("val_loss", "val_ppl", "val_bpb", "math_accuracy", "format_rate", "distinct_2", "repeat_4_max")
+
+
+def _checks(report: dict) -> list[dg.AssetCheckResult]:
+    out = []
+    for name, description in ALARMS.items():
+        fired = {stage: a[name]["detail"] for stage, a in report["alarms"].items() if a[name]["fired"]}
+        details = {stage: a[name]["detail"] for stage, a in report["alarms"].items()}
+        out.append(dg.AssetCheckResult(check_name=name, passed=not fired, severity=dg.AssetCheckSeverity.WARN,
+                                       description=description, metadata={"stages": dg.MetadataValue.json(details)}))
+    return out
+
+
+@dg.asset(deps=CHECKPOINT_ASSETS, group_name="evaluation", kinds={"pytorch", "mlflow"}, pool=TRAINING_POOL,
+          code_version=EVAL_CODE_VERSION, check_specs=[dg.AssetCheckSpec(n, asset=EVAL_REPORT) for n in ALARMS])
+def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
+                mlflow: MlflowTracking) -> dg.MaterializeResult:
+    """Every checkpoint that exists (base now; SFT, DPO, PPO, GRPO once trained), measured the
+    same way: validation loss / perplexity / bits per byte, sampled continuations with
+    repetition measures, held-out math accuracy (greedy, <answer> tags). Report in
+    data/eval_report/ (markdown, JSON, plots), also logged to MLflow."""
+    store, cfg = settings.store(), settings.data_config()
+    try:
+        result = evaluate_all(store, cfg, progress=context.log.info)
+    except FileNotFoundError as e:
+        raise dg.Failure(str(e)) from e
+    report, paths = result["report"], result["paths"]
+    tags = {"dagster.run_id": context.run.run_id, "dagster.asset_key": EVAL_REPORT}
+    for stage, row in report["rows"].items():
+        tags |= {f"yunque.checkpoint.{stage}": row["checkpoint"], f"yunque.mlflow_run.{stage}": row["mlflow_run_id"]}
+    run_id = mlflow.start_run(EVAL_REPORT, {"eval": dataclasses.asdict(cfg.eval)}, tags)
+    mlflow.log_metrics(run_id, {f"{r['stage']}.{c}": r[c] for r in report["table"] for c in NUMERIC
+                                if isinstance(r[c], (int, float))})
+    mlflow.finish(run_id, "FINISHED", artifacts=list(paths.values()))
+    md = {
+        "report": dg.MetadataValue.md(paths["markdown"].read_text()),
+        "table": rows_table(report["table"]),
+        "report_json": dg.MetadataValue.path(str(paths["json"])),
+        "stages": list(report["rows"]), "reused_rows": result["reused"], "mlflow_run_id": run_id,
+        "cached": len(result["reused"]) == len(report["rows"]),
+    }
+    md |= {f"{k}_png": dg.MetadataValue.path(str(p)) for k, p in paths.items() if p.suffix == ".png"}
+    for r in report["table"]:
+        md |= {f"{r['stage']}/{c}": r[c] for c in NUMERIC if isinstance(r[c], (int, float))}
+    version = cache_key(*(row.get("eval_key", "") for row in report["rows"].values()))
+    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(version), check_results=_checks(report))
+
+
+TRANSFORMERS_MATCH = "transformers_logits_match"
+GGUF_MATCH = "gguf_logits_match"
+
+
+@dg.asset(deps=CHECKPOINT_ASSETS, group_name="evaluation", kinds={"pytorch", "huggingface"},
+          check_specs=[dg.AssetCheckSpec(TRANSFORMERS_MATCH, asset=EXPORTED_MODEL),
+                       dg.AssetCheckSpec(GGUF_MATCH, asset=EXPORTED_MODEL)])
+def exported_model(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:
+    """The last checkpoint of the chain as a Hugging Face directory (LlamaForCausalLM,
+    safetensors, tokenizer with chat template) that transformers and vLLM load, plus GGUF
+    files (f16, q8_0, q4_0) for llama.cpp; checked by loading them back in transformers."""
+    store, cfg = settings.store(), settings.data_config()
+    try:
+        record = export_latest(store, cfg)
+    except FileNotFoundError as e:
+        raise dg.Failure(str(e)) from e
+    results = record["checks"]
+    context.log.info(f"{record['stage']} step {record['step']} in {record['dir']}"
+                     f"{' (unchanged, not re-exported)' if record['cached'] else ''}; loaded back in transformers")
+    checks = [dg.AssetCheckResult(
+        check_name=TRANSFORMERS_MATCH, passed=results["float32"]["passed"], metadata=results["float32"],
+        description="transformers' LlamaForCausalLM on the export gives our logits (max abs diff <= 1e-4) and "
+                    "our greedy tokens")]
+    gguf = {k: v for k, v in results.items() if k != "float32"}
+    checks.append(dg.AssetCheckResult(
+        check_name=GGUF_MATCH, passed=all(v["passed"] for v in gguf.values()),
+        severity=dg.AssetCheckSeverity.WARN, metadata={"files": dg.MetadataValue.json(gguf)},
+        description="each GGUF file, loaded by transformers (gguf_file=), gives our logits for the weights as "
+                    "stored (max abs diff <= 1e-4) and stays within its quantization's tolerance of the "
+                    "full-precision model" if gguf else "no GGUF files configured (export.gguf is empty)"))
+    md = {"dir": dg.MetadataValue.path(record["dir"]), "stage": record["stage"], "step": record["step"],
+          "checkpoint": dg.MetadataValue.path(record["checkpoint"]), "architecture": record["architecture"],
+          "files": dg.MetadataValue.json(record["files"]),
+          "max_abs_logit_diff": results["float32"]["max_abs_diff"], "cached": record["cached"],
+          "load": dg.MetadataValue.md(f"```python\nAutoModelForCausalLM.from_pretrained({record['dir']!r})\n```")}
+    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(record["export_key"][:20]),
+                                check_results=checks)

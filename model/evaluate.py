@@ -1,0 +1,129 @@
+"""One checkpoint's row of the evaluation report: validation loss / perplexity / bits
+per byte, generation samples with repetition measures, math accuracy (greedy, answer
+read from <answer>...</answer> or else the last number).
+
+The validation windows are the training run's own (the same token shards, split by
+document), so the figures compare across stages that share a tokenizer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from model.data import validation_batches
+from model.generate import Sampling, generate
+from model.load import Loaded, load
+from pipelines import math_tasks
+from pipelines.config import EvalConfig
+from pipelines.textstats import repetition
+from pipelines.token_format import TokenShard
+
+Progress = Callable[[str], None]
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@torch.inference_mode()
+def validation(model: torch.nn.Module, shards: Sequence[str], seq_len: int, batch_size: int,
+               max_batches: int) -> dict:
+    """Mean loss over up to `max_batches` validation batches, in nats per token; bits per
+    byte use the validation split's bytes per token."""
+    device = model.model.embed_tokens.weight.device
+    total, count = 0.0, 0
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    for x, y in validation_batches(list(shards), seq_len, batch_size, max_batches=max_batches):
+        with autocast:
+            _, loss = model(x.to(device), y.to(device))
+        total += loss.item() * y.numel()
+        count += y.numel()
+    if count == 0:
+        return {"val_tokens": 0}
+    splits = [TokenShard.open(s).header["splits"]["val"] for s in shards]
+    bytes_per_token = sum(s["bytes"] for s in splits) / max(1, sum(s["tokens"] for s in splits))
+    loss = total / count
+    return {"val_loss": round(loss, 4), "val_ppl": round(math.exp(min(loss, 50)), 2),
+            "val_bpb": round(loss / math.log(2) / bytes_per_token, 4), "val_tokens": count}
+
+
+def _budget(loaded: Loaded, wanted: int) -> int:
+    """New tokens to decode: as configured, but at most half the model's context, so that a
+    small-context model still sees most of its prompt."""
+    return max(1, min(wanted, loaded.config.context // 2))
+
+
+def samples(loaded: Loaded, prompts: Sequence[str], cfg: EvalConfig) -> list[dict]:
+    """Sampled continuations of fixed prompts (seeded), each with its repetition measures."""
+    tok = loaded.tokenizer
+    s = Sampling(max_new_tokens=_budget(loaded, cfg.sample_tokens), temperature=cfg.temperature, top_k=cfg.top_k,
+                 top_p=cfg.top_p, stop=tok.stop_ids, seed=cfg.seed)
+    outs = generate(loaded.model, [tok.encode(p) for p in prompts], s, pad_id=tok.eot_id)
+    return [{"prompt": p, "completion": tok.decode(o), "tokens": len(o), **repetition(o)}
+            for p, o in zip(prompts, outs)]
+
+
+def math_accuracy(loaded: Loaded, problems: Sequence[math_tasks.MathProblem], cfg: EvalConfig,
+                  progress: Progress | None = None) -> dict:
+    """Greedy answers to chat-formatted problems, `cfg.batch_size` at a time."""
+    tok = loaded.tokenizer
+    s = Sampling(max_new_tokens=_budget(loaded, cfg.math_max_new_tokens), stop=tok.stop_ids)
+    correct = formatted = 0
+    examples = []
+    for start in range(0, len(problems), cfg.batch_size):
+        batch = problems[start:start + cfg.batch_size]
+        prompts = [tok.encode_chat(math_tasks.prompt_for(p)) for p in batch]
+        for p, out in zip(batch, generate(loaded.model, prompts, s, pad_id=tok.eot_id)):
+            text = tok.decode(out)
+            predicted = math_tasks.extract_answer(text)
+            ok = math_tasks.is_correct(predicted, p.answer)
+            correct += ok
+            formatted += math_tasks.has_answer_format(text)
+            if len(examples) < 5:
+                examples.append({"question": p.question, "expected": p.answer, "predicted": predicted,
+                                 "correct": ok, "completion": text})
+        if progress:
+            progress(f"math: {min(start + cfg.batch_size, len(problems))}/{len(problems)} problems")
+    n = len(problems)
+    return {"accuracy": round(correct / n, 4) if n else None, "correct": correct, "problems": n,
+            "format_rate": round(formatted / n, 4) if n else None, "examples": examples}
+
+
+def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | None = None,
+                    gsm8k: str | Path | None = None, progress: Progress | None = None) -> dict:
+    state = loaded.state
+    train = state.get("train_config", {})
+    shards = list(shards if shards is not None else train.get("shards", []))
+    row: dict = {"checkpoint": str(loaded.checkpoint.path), "step": loaded.checkpoint.step,
+                 "parameters": loaded.model.num_params()}
+    present = [s for s in shards if Path(s, "header.json").exists()]
+    if present:
+        seq_len = min(train.get("seq_len", loaded.config.context), loaded.config.context)
+        row |= validation(loaded.model, present, seq_len, train.get("batch_size", 8), cfg.val_batches)
+    else:
+        row["val_tokens"] = 0  # the token shards it was trained on are not here
+    if progress:
+        progress(f"validation: {row.get('val_loss', 'no validation shards')}")
+    row["samples"] = samples(loaded, cfg.prompts, cfg)
+    reps = [x["repeat_4"] for x in row["samples"]]
+    row["distinct_2"] = round(sum(x["distinct_2"] for x in row["samples"]) / len(reps), 4) if reps else None
+    row["repeat_4_mean"] = round(sum(reps) / len(reps), 4) if reps else None
+    row["repeat_4_max"] = max(reps) if reps else None
+    sets = {cfg.math_set: math_tasks.math_eval_set(cfg.math_set, cfg.math_problems, seed=cfg.seed)}
+    gsm8k = gsm8k or cfg.math_file
+    if gsm8k:
+        sets["gsm8k"] = math_tasks.read_gsm8k(gsm8k)
+    row["math"] = {name: math_accuracy(loaded, probs, cfg, progress) for name, probs in sets.items()}
+    main = row["math"]["gsm8k" if gsm8k else cfg.math_set]
+    row["math_set"] = "gsm8k" if gsm8k else cfg.math_set
+    row["math_accuracy"], row["math_problems"] = main["accuracy"], main["problems"]
+    return row
+
+
+def evaluate_checkpoint(path: str | Path, cfg: EvalConfig, shards: Sequence[str] | None = None,
+                        gsm8k: str | Path | None = None, progress: Progress | None = None) -> dict:
+    return evaluate_loaded(load(path, device=_device()), cfg, shards, gsm8k, progress)

@@ -1,0 +1,110 @@
+"""eval_report and exported_model as stages (no Dagster): which checkpoints exist, one
+evaluation row per checkpoint (cached by the checkpoint's weights and the evaluation
+config, so an unchanged model is not re-evaluated), the report files, the export.
+
+    data/eval_report/report.{md,json}, loss_curves.png, math_accuracy.png
+                     rows/<stage>-<key>.json     one checkpoint's evaluated row
+    data/exported_model/                          Hugging Face directory (+ GGUF files)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from pipelines import eval_report
+from pipelines.config import DataConfig
+from pipelines.pretrain_stage import read_metrics
+from pipelines.store import DataStore, cache_key
+
+EVAL_REPORT = "eval_report"
+EXPORTED_MODEL = "exported_model"
+EVAL_CODE_VERSION = "1"
+EXPORT_CODE_VERSION = "1"
+
+
+def checkpoints(store: DataStore) -> dict[str, Path]:
+    """{stage: latest intact checkpoint} for the chain's stages that have one."""
+    from model import checkpoint as ckpt
+
+    found = {}
+    for stage in eval_report.STAGES:
+        latest = ckpt.latest(store.dir(stage)) if store.dir(stage).exists() else None
+        if latest is not None:
+            found[stage] = latest.path
+    return found
+
+
+def _weights_hash(path: Path) -> str:
+    return json.loads((path / "checksums.json").read_text())["model.safetensors"]
+
+
+def _mlflow_run(store: DataStore, stage: str) -> str:
+    run = store.dir(stage) / "run.json"
+    runs = json.loads(run.read_text()).get("mlflow_runs", []) if run.exists() else []
+    return runs[-1] if runs else ""
+
+
+def evaluate_all(store: DataStore, cfg: DataConfig, progress: Callable[[str], None] | None = None) -> dict:
+    """Evaluate every checkpoint (or reuse its cached row) and write the report."""
+    from model.evaluate import evaluate_checkpoint
+
+    found = checkpoints(store)
+    if not found:
+        raise FileNotFoundError(f"no checkpoints under {store.data}/{{{','.join(eval_report.STAGES)}}}: "
+                                "materialize base_model first")
+    out = store.dir(EVAL_REPORT)
+    (out / "rows").mkdir(parents=True, exist_ok=True)
+    rows, reused = {}, []
+    for stage, path in found.items():
+        key = cache_key(EVAL_CODE_VERSION, _weights_hash(path), dataclasses.asdict(cfg.eval))
+        cached = out / "rows" / f"{stage}-{key}.json"
+        if cached.exists():
+            rows[stage] = json.loads(cached.read_text())
+            reused.append(stage)
+        else:
+            if progress:
+                progress(f"evaluating {stage} ({path})")
+            row = evaluate_checkpoint(path, cfg.eval, progress=progress) | {"eval_key": key}
+            cached.write_text(json.dumps(row, ensure_ascii=False))
+            rows[stage] = row
+        rows[stage]["mlflow_run_id"] = _mlflow_run(store, stage)
+    records = {stage: read_metrics(store.dir(stage)) for stage in found}
+    report = eval_report.build(rows, records, cfg.eval.overfit_window, cfg.eval.repetition_threshold)
+    paths = eval_report.write(report, records, out)
+    return {"report": report, "paths": paths, "reused": reused, "checkpoints": {s: str(p) for s, p in found.items()}}
+
+
+def export_latest(store: DataStore, cfg: DataConfig) -> dict:
+    """Export the last stage of the chain that has a checkpoint and load the export back in
+    transformers (model.export_check). Memoised on the weights and the export settings:
+    an unchanged checkpoint is neither re-exported nor re-checked."""
+    from model.export_check import check_export
+    from model.export_hf import RECORD_FILE, export_hf
+    from model.load import load
+
+    found = checkpoints(store)
+    if not found:
+        raise FileNotFoundError("no checkpoint to export: materialize base_model first")
+    stage, path = list(found.items())[-1]
+    out = store.dir(EXPORTED_MODEL)
+    key = cache_key(EXPORT_CODE_VERSION, _weights_hash(path), dataclasses.asdict(cfg.export), list(cfg.eval.prompts))
+    previous = out / RECORD_FILE
+    if previous.exists():
+        record = json.loads(previous.read_text())
+        if record.get("export_key") == key and all((out / f).exists() for f in record["files"]):
+            return {**record, "cached": True}
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    loaded = load(path)
+    record = export_hf(loaded, tmp, cfg.export.dtype, cfg.export.gguf)
+    ggufs = [f for f in record["files"] if f.endswith(".gguf")]
+    record |= {"stage": stage, "dir": str(out), "weights_hash": _weights_hash(path), "export_key": key,
+               "checks": check_export(loaded, tmp, cfg.eval.prompts, ggufs)}
+    (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2))
+    shutil.rmtree(out, ignore_errors=True)  # no stale files from an earlier export (a GGUF now off)
+    tmp.rename(out)
+    return {**record, "cached": False}

@@ -1,0 +1,82 @@
+"""eval_report and exported_model through Dagster on a small checkpoint: materialize(),
+the report files, the checks, the MLflow run, and memoisation on the weights."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from tests.factory import tiny_checkpoint
+from yunque import env
+
+EVAL = {"eval.math_problems": 8, "eval.sample_tokens": 12, "eval.math_max_new_tokens": 12, "eval.val_batches": 2,
+        "export.gguf": ["q8_0"]}
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
+    h = env.use_home(tmp_path / "home")
+    tiny_checkpoint(h / "data")  # data/base_model/step-00000010 and data/tokenizer, as training leaves them
+    return h
+
+
+def _materialize(home, keys=("eval_report", "exported_model")) -> dg.ExecuteInProcessResult:
+    from assets.definitions import ASSETS, CHECKS, build_resources
+
+    resources = build_resources(home=str(home), corpus=str(home / "corpus"), overrides=json.dumps(EVAL))
+    return dg.materialize([*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*keys),
+                          instance=dg.DagsterInstance.get(), resources=resources, raise_on_error=False)
+
+
+def _md(result, key: str) -> dict:
+    return {k: v.value for k, v in result.asset_materializations_for_node(key)[0].metadata.items()}
+
+
+def test_report_and_export_materialize(home):
+    result = _materialize(home)
+    assert result.success
+    md = _md(result, "eval_report")
+    assert md["stages"] == ["base_model"] and md["reused_rows"] == []
+    assert md["base_model/math_accuracy"] >= 0 and md["base_model/repeat_4_max"] >= 0
+    out = home / "data" / "eval_report"
+    report = json.loads((out / "report.json").read_text())
+    row = report["rows"]["base_model"]
+    assert row["step"] == 10 and row["math_problems"] == 8 and len(row["samples"]) == 5
+    assert row["math"]["es_add2"]["problems"] == 8
+    assert "| base_model | 10 |" in (out / "report.md").read_text()
+    assert (out / "math_accuracy.png").stat().st_size > 1000
+
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert {"val_loss_rising", "overfitting", "repetition", "transformers_logits_match",
+            "gguf_logits_match"} <= checks.keys()
+    assert checks["transformers_logits_match"].passed and checks["gguf_logits_match"].passed
+
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(md["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["dagster.asset_key"] == "eval_report"
+    assert "base_model.math_accuracy" in run.data.metrics
+
+    exp = _md(result, "exported_model")
+    assert exp["architecture"] == "LlamaForCausalLM" and exp["cached"] is False
+    assert set(exp["files"]) == {"model.safetensors", "model-q8_0.gguf"}
+    assert exp["max_abs_logit_diff"] <= 1e-4
+
+    # Unchanged weights: the row is reused, the export neither rewritten nor re-checked.
+    again = _materialize(home)
+    assert again.success
+    assert _md(again, "eval_report")["reused_rows"] == ["base_model"]
+    assert _md(again, "exported_model")["cached"] is True
+
+
+def test_no_checkpoint_is_a_clear_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    h = env.use_home(tmp_path)
+    result = _materialize(h, keys=("eval_report",))
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "materialize base_model first" in failure.step_failure_data.error.message
