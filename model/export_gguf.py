@@ -151,6 +151,8 @@ def write_gguf(weights: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_dir
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
+    # no BOS is ever added; naming one keeps llama.cpp from guessing an ordinary token
+    w.add_bos_token_id(tokens.index(EOT))
     w.add_eos_token_id(tokens.index(EOT))
     w.add_pad_token_id(tokens.index(EOT))
     w.add_eot_token_id(tokens.index(END_OF_TURN))

@@ -1,0 +1,68 @@
+"""The GGUF export in llama.cpp itself (llama-cpp-python): it loads, tokenizes as we do,
+reads the chat template and the stop tokens, and computes our logits.
+
+llama.cpp also rounds activations (to f16 or 8 bits) inside its matmuls, so its logits
+are compared with our full-precision model at the quantization tolerances of
+model/export_check.py, not at fp32's 1e-4."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from model.export_check import QUANT_TOLERANCE
+from model.export_hf import export_hf
+from model.load import load
+from tests.factory import tiny_checkpoint
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+VARIANTS = {"llama-tied": {}, "gqa-untied": {"n_kv_heads": 2, "tie_embeddings": False}, "qwen3-qknorm": {"qk_norm": True}}
+TEXTS = ["La casa del sistema", "¿Cuánto es 12 + 34? <think>12 + 34 = 46</think><answer>46</answer>",
+         "ñandú 😀\tacción 2024\n\n  fin"]
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def exported(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(request.param)
+    loaded = load(tiny_checkpoint(root, **VARIANTS[request.param]))
+    export_hf(loaded, root / "hf", gguf=("f16", "q8_0"))
+    return loaded, root / "hf"
+
+
+@pytest.mark.parametrize("qtype", ["f16", "q8_0"])
+def test_llama_cpp_computes_our_logits(exported, qtype):
+    loaded, out = exported
+    # n_ctx 256: llama.cpp's own minimum, which it applies anyway (the Python side sizes its
+    # logits buffer by the value given); every text here is shorter than the model's 64
+    path = str(out / f"model-{qtype}.gguf")
+    llm = llama_cpp.Llama(model_path=path, logits_all=True, n_ctx=256, n_batch=64, n_threads=2, verbose=False)
+    tok = loaded.tokenizer
+    for text in TEXTS:
+        ids = tok.encode(text)
+        assert llm.tokenize(text.encode(), add_bos=False, special=False) == ids, text
+        llm.reset()
+        llm.eval(ids)
+        theirs = np.asarray(llm.scores[:len(ids)], dtype=np.float64)
+        with torch.no_grad():
+            ours = loaded.model(torch.tensor([ids]))[0].double().numpy()
+        scale = np.abs(ours).max()
+        assert scale > 1.0  # far from flat logits: the comparison means something
+        assert np.abs(theirs - ours).max() <= QUANT_TOLERANCE[qtype] * scale, (text, np.abs(theirs - ours).max())
+    # the chat template, the stop tokens and decoding come from the file alone
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    assert llm.metadata["tokenizer.ggml.pre"] == "qwen2"
+    chat = [{"role": "system", "content": "Responde en español."}, {"role": "user", "content": "¿Cuánto es 7 por 8?"}]
+    template = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"], eos_token="<|endoftext|>",
+                                   bos_token="")
+    rendered = template(messages=chat).prompt
+    assert llm.tokenize(rendered.encode(), add_bos=False, special=True) == tok.encode_chat(chat)
+    assert llm.token_eos() == tok.eot_id and llm.token_bos() == tok.eot_id
+    vocab = llm._model.vocab
+    assert llama_cpp.llama_vocab_eot(vocab) == tok.end_id
+    assert llama_cpp.llama_vocab_is_eog(vocab, tok.end_id) and llama_cpp.llama_vocab_is_eog(vocab, tok.eot_id)
+    llm.reset()
+    steps = zip(range(4), llm.generate(tok.encode_chat(chat), temp=0.0))
+    assert all(0 <= t < loaded.config.vocab_size for _, t in steps)
