@@ -92,10 +92,10 @@ def exported_model(context: dg.AssetExecutionContext, settings: YunqueSettings) 
     context.log.info(f"{record['stage']} step {record['step']} in {record['dir']}"
                      f"{' (unchanged, not re-exported)' if record['cached'] else ''}; loaded back in transformers")
     checks = [dg.AssetCheckResult(
-        check_name=TRANSFORMERS_MATCH, passed=results["float32"]["passed"], metadata=results["float32"],
-        description="transformers' LlamaForCausalLM on the export gives our logits (max abs diff <= 1e-4) and "
-                    "our greedy tokens")]
-    gguf = {k: v for k, v in results.items() if k != "float32"}
+        check_name=TRANSFORMERS_MATCH, passed=results["hf"]["passed"], metadata=results["hf"],
+        description="transformers' LlamaForCausalLM on the export gives our logits for the weights it stores "
+                    "(max abs diff <= 1e-4 in fp32) and our greedy tokens")]
+    gguf = {k: v for k, v in results.items() if k != "hf"}
     checks.append(dg.AssetCheckResult(
         check_name=GGUF_MATCH, passed=all(v["passed"] for v in gguf.values()),
         severity=dg.AssetCheckSeverity.WARN, metadata={"files": dg.MetadataValue.json(gguf)},
@@ -105,7 +105,7 @@ def exported_model(context: dg.AssetExecutionContext, settings: YunqueSettings) 
     md = {"dir": dg.MetadataValue.path(record["dir"]), "stage": record["stage"], "step": record["step"],
           "checkpoint": dg.MetadataValue.path(record["checkpoint"]), "architecture": record["architecture"],
           "files": dg.MetadataValue.json(record["files"]),
-          "max_abs_logit_diff": results["float32"]["max_abs_diff"], "cached": record["cached"],
+          "max_abs_logit_diff": results["hf"]["max_abs_diff"], "cached": record["cached"],
           "load": dg.MetadataValue.md(f"```python\nAutoModelForCausalLM.from_pretrained({record['dir']!r})\n```")}
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(record["export_key"][:20]),
                                 check_results=checks)

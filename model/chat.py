@@ -61,3 +61,17 @@ class ChatTokenizer:
         if add_generation_prompt:
             ids += [self.role_ids["assistant"], *self.newline]
         return ids
+
+
+def fit_history(tok: ChatTokenizer, messages: Sequence[dict], room: int) -> tuple[list[dict], int]:
+    """The most recent whole turns whose chat ids fit in `room` tokens, a leading system
+    message kept, and how many messages were dropped. Dropping whole turns (rather than
+    cutting ids from the left) keeps every kept message intact and the role tokens in
+    place; the newest message always stays, even if it alone is too long."""
+    system = list(messages[:1]) if messages and messages[0].get("role") == "system" else []
+    rest = list(messages[len(system):])
+    dropped = 0
+    while len(rest) > 1 and len(tok.encode_chat(system + rest)) > room:
+        rest = rest[1:]
+        dropped += 1
+    return system + rest, dropped

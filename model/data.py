@@ -120,6 +120,32 @@ class TokenWindows:
         self.epoch, self.cursor = int(state["epoch"]), int(state["cursor"])
 
 
+def _validation_windows(tokens: int, seq_len: int) -> int:
+    return len(range(0, tokens - seq_len, seq_len))
+
+
+def validation_bytes_per_token(paths: Sequence[str | Path], seq_len: int, batch_size: int, *,
+                               world_size: int = 1, max_batches: int | None = None) -> float:
+    """Text bytes per token of exactly the windows validation_batches(...) evaluates, for
+    bits per byte. Windows come shard by shard, so a capped evaluation may cover only the
+    first shards: each shard's own ratio is weighted by the windows used from it (a
+    corpus-wide ratio would mis-state bits per byte when shards compress differently)."""
+    splits = [TokenShard.open(p).header["splits"]["val"] for p in paths]
+    counts = [_validation_windows(s["tokens"], seq_len) for s in splits]
+    n_batches = sum(counts) // batch_size
+    if max_batches is not None:
+        n_batches = min(n_batches, max_batches)
+    remaining = (n_batches - n_batches % world_size) * batch_size
+    weighted = used_total = 0.0
+    for split, count in zip(splits, counts):
+        used = min(count, remaining)
+        remaining -= used
+        if used:
+            weighted += used * split["bytes"] / split["tokens"]
+            used_total += used
+    return weighted / used_total if used_total else 0.0
+
+
 def validation_batches(paths: Sequence[str | Path], seq_len: int, batch_size: int, *, rank: int = 0,
                        world_size: int = 1, max_batches: int | None = None
                        ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -129,7 +155,7 @@ def validation_batches(paths: Sequence[str | Path], seq_len: int, batch_size: in
     in DDP evaluation cannot hang."""
     shards = open_shards(paths)
     windows = [(a, start) for a in (s.split("val").tokens for s in shards)
-               for start in range(0, len(a) - seq_len, seq_len)]
+               for start in range(0, len(a) - seq_len, seq_len)]  # _validation_windows per shard
     n_batches = len(windows) // batch_size
     if max_batches is not None:
         n_batches = min(n_batches, max_batches)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import torch
 
-from model.data import validation_batches
+from model.checkpoint import Checkpoint
+from model.data import validation_batches, validation_bytes_per_token
 from model.generate import Sampling, generate
 from model.load import Loaded, load
 from pipelines import math_tasks
 from pipelines.config import EvalConfig
 from pipelines.textstats import repetition
-from pipelines.token_format import TokenShard
 
 Progress = Callable[[str], None]
 
@@ -33,7 +33,7 @@ def _device() -> torch.device:
 def validation(model: torch.nn.Module, shards: Sequence[str], seq_len: int, batch_size: int,
                max_batches: int) -> dict:
     """Mean loss over up to `max_batches` validation batches, in nats per token; bits per
-    byte use the validation split's bytes per token."""
+    byte use the bytes per token of the windows evaluated."""
     device = model.model.embed_tokens.weight.device
     total, count = 0.0, 0
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
@@ -44,8 +44,7 @@ def validation(model: torch.nn.Module, shards: Sequence[str], seq_len: int, batc
         count += y.numel()
     if count == 0:
         return {"val_tokens": 0}
-    splits = [TokenShard.open(s).header["splits"]["val"] for s in shards]
-    bytes_per_token = sum(s["bytes"] for s in splits) / max(1, sum(s["tokens"] for s in splits))
+    bytes_per_token = validation_bytes_per_token(list(shards), seq_len, batch_size, max_batches=max_batches)
     loss = total / count
     return {"val_loss": round(loss, 4), "val_ppl": round(math.exp(min(loss, 50)), 2),
             "val_bpb": round(loss / math.log(2) / bytes_per_token, 4), "val_tokens": count}
@@ -113,7 +112,8 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
     row["distinct_2"] = round(sum(x["distinct_2"] for x in row["samples"]) / len(reps), 4) if reps else None
     row["repeat_4_mean"] = round(sum(reps) / len(reps), 4) if reps else None
     row["repeat_4_max"] = max(reps) if reps else None
-    sets = {cfg.math_set: math_tasks.math_eval_set(cfg.math_set, cfg.math_problems, seed=cfg.seed)}
+    sets = {cfg.math_set: math_tasks.math_eval_set(cfg.math_set, cfg.math_problems, seed=cfg.seed,
+                                                   path=cfg.math_file or None)}
     gsm8k = gsm8k or cfg.math_file
     if gsm8k:
         sets["gsm8k"] = math_tasks.read_gsm8k(gsm8k)
@@ -124,6 +124,6 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
     return row
 
 
-def evaluate_checkpoint(path: str | Path, cfg: EvalConfig, shards: Sequence[str] | None = None,
+def evaluate_checkpoint(path: str | Path | Checkpoint, cfg: EvalConfig, shards: Sequence[str] | None = None,
                         gsm8k: str | Path | None = None, progress: Progress | None = None) -> dict:
     return evaluate_loaded(load(path, device=_device()), cfg, shards, gsm8k, progress)

@@ -52,11 +52,10 @@ def compare(model: GPT, tok: ChatTokenizer, hf_model, texts: Sequence[str], new_
             "greedy_tokens_equal": out == ref}
 
 
-def _twin(loaded: Loaded, qtype: str) -> GPT:
-    from model.export_gguf import rounded
-
+def _twin(loaded: Loaded, weights: dict[str, torch.Tensor]) -> GPT:
+    """Our model with other (rounded) weights, in fp32."""
     twin = GPT(loaded.config)
-    twin.load_state_dict(rounded(loaded.model.state_dict(), qtype))
+    twin.load_state_dict({k: v.float() for k, v in weights.items()})
     return twin.eval()
 
 
@@ -69,7 +68,9 @@ def check_gguf(loaded: Loaded, out: Path, name: str, texts: Sequence[str]) -> di
     extra = {"config": transformers.AutoConfig.from_pretrained(out)} if loaded.config.qk_norm else {}
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, gguf_file=name, dtype=torch.float32,
                                                            **extra).eval()
-    fmt = compare(_twin(loaded, qtype), loaded.tokenizer, hf, texts)
+    from model.export_gguf import rounded
+
+    fmt = compare(_twin(loaded, rounded(loaded.model.state_dict(), qtype)), loaded.tokenizer, hf, texts)
     quant = compare(loaded.model, loaded.tokenizer, hf, texts)
     rel = quant["max_abs_diff"] / max(quant["max_abs_logit"], 1e-12)
     format_ok = fmt["max_abs_diff"] <= FORMAT_TOLERANCE and fmt["greedy_tokens_equal"]
@@ -80,15 +81,22 @@ def check_gguf(loaded: Loaded, out: Path, name: str, texts: Sequence[str]) -> di
             "greedy_tokens_equal_vs_full": quant["greedy_tokens_equal"], "passed": format_ok and quant_ok}
 
 
-def check_export(loaded: Loaded, out: Path, texts: Sequence[str], gguf_files: Sequence[str] = ()) -> dict[str, dict]:
-    """{"float32", or each GGUF type: comparison + passed}."""
+def check_export(loaded: Loaded, out: Path, texts: Sequence[str], gguf_files: Sequence[str] = (),
+                 dtype: str = "float32") -> dict[str, dict]:
+    """{"hf": the safetensors directory, and each GGUF type: comparison + passed}. The
+    directory is loaded in fp32 and compared with our model at the weights it stores
+    (rounded to `dtype`), so a bf16 or f16 export is judged on its format, not its rounding."""
     _offline()
     import transformers
 
+    from model.export_hf import DTYPES
+
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
-    r = compare(loaded.model, loaded.tokenizer, hf, texts)
-    r["passed"] = r["max_abs_diff"] <= FORMAT_TOLERANCE and r["greedy_tokens_equal"]
-    results = {"float32": r}
+    ours = loaded.model if dtype == "float32" else \
+        _twin(loaded, {k: v.to(DTYPES[dtype]) for k, v in loaded.model.state_dict().items()})
+    r = compare(ours, loaded.tokenizer, hf, texts)
+    r |= {"dtype": dtype, "passed": r["max_abs_diff"] <= FORMAT_TOLERANCE and r["greedy_tokens_equal"]}
+    results = {"hf": r}
     for name in gguf_files:
         results[name.removeprefix("model-").removesuffix(".gguf")] = check_gguf(loaded, out, name, texts)
     return results

@@ -23,7 +23,7 @@ from safetensors.torch import save_file
 
 from model.chat import ChatTokenizer
 from model.config import ModelConfig
-from model.load import Loaded, load
+from model.load import Loaded
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 RECORD_FILE = "yunque_export.json"
@@ -57,6 +57,9 @@ def export_hf(loaded: Loaded, out: Path, dtype: str = "float32", gguf: Sequence[
     if bad := [q for q in gguf if q not in QTYPES]:
         raise ValueError(f"unknown GGUF type(s) {bad}: choose from {list(QTYPES)}")
     out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob("model-*.gguf"):  # an earlier export's GGUF types, not asked for now
+        if stale.name not in {f"model-{q}.gguf" for q in gguf}:
+            stale.unlink()
     cfg, tok = loaded.config, loaded.tokenizer
     weights = {k: v.detach().to(DTYPES[dtype]).contiguous().cpu() for k, v in loaded.model.state_dict().items()}
     if cfg.tie_embeddings:
@@ -80,8 +83,3 @@ def export_hf(loaded: Loaded, out: Path, dtype: str = "float32", gguf: Sequence[
               "dtype": dtype, "files": files}
     (out / RECORD_FILE).write_text(json.dumps(record, indent=2))
     return record
-
-
-def export_checkpoint(checkpoint: str | Path, out: str | Path, dtype: str = "float32",
-                      gguf: Sequence[str] = ()) -> dict:
-    return export_hf(load(checkpoint), Path(out), dtype, gguf)

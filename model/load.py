@@ -64,8 +64,11 @@ def model_config(found: ckpt.Checkpoint) -> ModelConfig:
     return ModelConfig(**raw)
 
 
-def load(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Loaded:
-    found = resolve(path)
+def load(path: str | Path | ckpt.Checkpoint, device: str | torch.device = "cpu",
+         dtype: torch.dtype = torch.float32) -> Loaded:
+    """`path` as a user gives it (resolved and verified here), or a Checkpoint that
+    model.checkpoint.latest already verified (hashing a large checkpoint again is slow)."""
+    found = path if isinstance(path, ckpt.Checkpoint) else resolve(path)
     cfg = model_config(found)
     tok = ChatTokenizer(_tokenizer_dir(found))
     if tok.vocab_size != cfg.vocab_size:

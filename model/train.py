@@ -28,7 +28,7 @@ import torch.distributed as dist
 from model import checkpoint as ckpt
 from model import flops, optim, parallel, preflight
 from model.config import ModelConfig, TrainConfig
-from model.data import TokenWindows, validation_batches
+from model.data import TokenWindows, validation_batches, validation_bytes_per_token
 from model.gpt import GPT
 from model.schedule import lr_at
 from model.sinks import Reporter
@@ -47,7 +47,9 @@ def _autocast(cfg: TrainConfig, device: torch.device):
     return torch.autocast(device.type, enabled=False)
 
 
-def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist, bytes_per_token: float) -> dict:
+def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist) -> dict:
+    bytes_per_token = validation_bytes_per_token(cfg.shards, cfg.seq_len, cfg.batch_size, world_size=d.world,
+                                                 max_batches=cfg.eval_batches * d.world)
     model.eval()
     total = torch.zeros(2, dtype=torch.float64, device=d.device)
     with torch.no_grad():
@@ -70,14 +72,11 @@ def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist, bytes_p
 class _Corpus:
     train_tokens: int
     val_tokens: int
-    bytes_per_token: float  # validation bytes per token, for bits per byte
 
     @classmethod
     def read(cls, shards: list[str]) -> _Corpus:
         splits = [TokenShard.open(s).header["splits"] for s in shards]
-        val_tokens = sum(s["val"]["tokens"] for s in splits)
-        return cls(sum(s["train"]["tokens"] for s in splits), val_tokens,
-                   sum(s["val"]["bytes"] for s in splits) / val_tokens if val_tokens else 0.0)
+        return cls(sum(s["train"]["tokens"] for s in splits), sum(s["val"]["tokens"] for s in splits))
 
 
 def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
@@ -185,7 +184,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
                    mfu=flops_per_step / sec / peak_total, peak_flops=peak_total,
                    peak_source=peak_source)
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            last_metrics |= evaluate(wrapped, cfg, d, corpus.bytes_per_token)
+            last_metrics |= evaluate(wrapped, cfg, d)
         report(event="step", **last_metrics)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
             weights, optim_state = parallel.full_state(model, opt, cfg, d)

@@ -1,6 +1,7 @@
 """eval_report and exported_model as stages (no Dagster): which checkpoints exist, one
-evaluation row per checkpoint (cached by the checkpoint's weights and the evaluation
-config, so an unchanged model is not re-evaluated), the report files, the export.
+evaluation row per checkpoint (cached by the checkpoint's weights, the evaluation
+config and the data it reads, so an unchanged model is not re-evaluated), the report
+files, the export.
 
     data/eval_report/report.{md,json}, loss_curves.png, math_accuracy.png
                      rows/<stage>-<key>.json     one checkpoint's evaluated row
@@ -10,7 +11,9 @@ config, so an unchanged model is not re-evaluated), the report files, the export
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -26,20 +29,47 @@ EVAL_CODE_VERSION = "1"
 EXPORT_CODE_VERSION = "1"
 
 
-def checkpoints(store: DataStore) -> dict[str, Path]:
-    """{stage: latest intact checkpoint} for the chain's stages that have one."""
+def checkpoints(store: DataStore) -> dict:
+    """{stage: latest intact checkpoint (model.checkpoint.Checkpoint, verified once here)}
+    for the chain's stages that have one."""
     from model import checkpoint as ckpt
 
     found = {}
     for stage in eval_report.STAGES:
         latest = ckpt.latest(store.dir(stage)) if store.dir(stage).exists() else None
         if latest is not None:
-            found[stage] = latest.path
+            found[stage] = latest
     return found
 
 
 def _weights_hash(path: Path) -> str:
     return json.loads((path / "checksums.json").read_text())["model.safetensors"]
+
+
+def _file_hash(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:20] if Path(path).is_file() else "missing"
+
+
+def _row_key(found, cfg: DataConfig) -> str:
+    """What an evaluated row depends on: the weights, the evaluation settings, the token
+    shards its validation windows come from, and the content of a GSM8K file."""
+    shards = found.state().get("train_config", {}).get("shards", [])
+    inputs = {s: _file_hash(Path(s) / "header.json") for s in shards}
+    math_file = _file_hash(cfg.eval.math_file) if cfg.eval.math_file else ""
+    return cache_key(EVAL_CODE_VERSION, _weights_hash(found.path), dataclasses.asdict(cfg.eval), inputs, math_file)
+
+
+def _read_row(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # missing, or cut short by a crash: evaluate again
+        return None
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=1))
+    os.replace(tmp, path)
 
 
 def _mlflow_run(store: DataStore, stage: str) -> str:
@@ -59,23 +89,23 @@ def evaluate_all(store: DataStore, cfg: DataConfig, progress: Callable[[str], No
     out = store.dir(EVAL_REPORT)
     (out / "rows").mkdir(parents=True, exist_ok=True)
     rows, reused = {}, []
-    for stage, path in found.items():
-        key = cache_key(EVAL_CODE_VERSION, _weights_hash(path), dataclasses.asdict(cfg.eval))
+    for stage, ckpt in found.items():
+        key = _row_key(ckpt, cfg)
         cached = out / "rows" / f"{stage}-{key}.json"
-        if cached.exists():
-            rows[stage] = json.loads(cached.read_text())
+        row = _read_row(cached)
+        if row is not None:
             reused.append(stage)
         else:
             if progress:
-                progress(f"evaluating {stage} ({path})")
-            row = evaluate_checkpoint(path, cfg.eval, progress=progress) | {"eval_key": key}
-            cached.write_text(json.dumps(row, ensure_ascii=False))
-            rows[stage] = row
-        rows[stage]["mlflow_run_id"] = _mlflow_run(store, stage)
+                progress(f"evaluating {stage} ({ckpt.path})")
+            row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress) | {"eval_key": key}
+            _write_json(cached, row)
+        rows[stage] = row | {"mlflow_run_id": _mlflow_run(store, stage)}
     records = {stage: read_metrics(store.dir(stage)) for stage in found}
     report = eval_report.build(rows, records, cfg.eval.overfit_window, cfg.eval.repetition_threshold)
     paths = eval_report.write(report, records, out)
-    return {"report": report, "paths": paths, "reused": reused, "checkpoints": {s: str(p) for s, p in found.items()}}
+    return {"report": report, "paths": paths, "reused": reused,
+            "checkpoints": {s: str(c.path) for s, c in found.items()}}
 
 
 def export_latest(store: DataStore, cfg: DataConfig) -> dict:
@@ -89,21 +119,20 @@ def export_latest(store: DataStore, cfg: DataConfig) -> dict:
     found = checkpoints(store)
     if not found:
         raise FileNotFoundError("no checkpoint to export: materialize base_model first")
-    stage, path = list(found.items())[-1]
+    stage, found_ckpt = list(found.items())[-1]
+    path = found_ckpt.path
     out = store.dir(EXPORTED_MODEL)
     key = cache_key(EXPORT_CODE_VERSION, _weights_hash(path), dataclasses.asdict(cfg.export), list(cfg.eval.prompts))
-    previous = out / RECORD_FILE
-    if previous.exists():
-        record = json.loads(previous.read_text())
-        if record.get("export_key") == key and all((out / f).exists() for f in record["files"]):
-            return {**record, "cached": True}
+    record = _read_row(out / RECORD_FILE)
+    if record and record.get("export_key") == key and all((out / f).exists() for f in record["files"]):
+        return {**record, "cached": True}
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    loaded = load(path)
+    loaded = load(found_ckpt)
     record = export_hf(loaded, tmp, cfg.export.dtype, cfg.export.gguf)
     ggufs = [f for f in record["files"] if f.endswith(".gguf")]
     record |= {"stage": stage, "dir": str(out), "weights_hash": _weights_hash(path), "export_key": key,
-               "checks": check_export(loaded, tmp, cfg.eval.prompts, ggufs)}
+               "checks": check_export(loaded, tmp, cfg.eval.prompts, ggufs, cfg.export.dtype)}
     (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2))
     shutil.rmtree(out, ignore_errors=True)  # no stale files from an earlier export (a GGUF now off)
     tmp.rename(out)

@@ -14,7 +14,11 @@ Number rule (documented because Spanish and English disagree on separators):
   * a minus sign (ASCII "-" or U+2212) counts only when it is glued to the digits (or to "$")
     and does not follow a digit, so "45 - 23" and "45-23" give 23, while "-7" and "-$5" are
     negative;
+  * dots as thousands with a decimal comma is the full Spanish form ("1.234,5" -> 1234.5);
   * "$", surrounding spaces and a trailing period ("12.") are ignored.
+Inside an <answer> tag, where one number is expected, two more forms are read: groups of
+three digits separated by spaces (RAE's "1 234", also with no-break spaces) and a simple
+fraction ("3/4" -> 0.75).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import math
 import re
 
 _BODY = (
-    r"[1-9]\d{0,2}(?:,\d{3})+(?!\d)(?:\.\d+)?"  # thousands commas, optional decimals
+    r"[1-9]\d{0,2}(?:\.\d{3})+,\d+"  # "1.234,5": Spanish thousands dots with a decimal comma
+    r"|[1-9]\d{0,2}(?:,\d{3})+(?!\d)(?:\.\d+)?"  # thousands commas, optional decimals
     r"|[1-9]\d{0,2}(?:\.\d{3}){2,}(?!\.?\d)"  # "1.000.000": two+ dot groups can't be decimal
     r"|\d+,\d+"  # Spanish decimal comma
     r"|\d+(?:\.\d+)?"  # plain integer / decimal point
@@ -38,7 +43,9 @@ OPEN, CLOSE = "<answer>", "</answer>"
 
 
 def _to_float(sign: str | None, body: str) -> float:
-    if body.count(".") >= 2:
+    if "." in body and "," in body and body.rindex(",") > body.rindex("."):
+        body = body.replace(".", "").replace(",", ".")  # "1.234,5"
+    elif body.count(".") >= 2:
         body = body.replace(".", "")  # Spanish thousands dots, only when unambiguous
     elif re.fullmatch(r"\d+,\d+", body) and not re.fullmatch(r"[1-9]\d{0,2}(?:,\d{3})+", body):
         body = body.replace(",", ".")  # decimal comma
@@ -72,12 +79,29 @@ def answer_span(text: str) -> str | None:
     return content if end < 0 else content[:end]
 
 
+_SPACE_GROUP = re.compile(r"(?<=\d)[ \u00a0\u202f](?=\d{3}(?!\d))")
+_FRACTION = re.compile(r"\s*(?P<sign>[-−])?(?P<num>\d+)\s*/\s*(?P<den>\d+)\.?\s*")
+
+
+def _tag_content(span: str) -> str:
+    """An answer tag's content with space-grouped thousands joined ("1 234" -> "1234")."""
+    return _SPACE_GROUP.sub("", span)
+
+
 def extract_answer(text: str) -> float | None:
     """The predicted number: the last number inside the last `<answer>` tag when there is one (a
     tag with no number gives None, with no fall back to the text: the model committed to an
     answer and it is not a number), otherwise the last number anywhere in the text."""
     span = answer_span(text)
-    return _last_number(text if span is None else span)
+    if span is None:
+        return _last_number(text)
+    span = _tag_content(span)
+    if frac := _FRACTION.fullmatch(span):
+        if not int(frac["den"]):
+            return None  # "n/0" is not a number
+        value = int(frac["num"]) / int(frac["den"])
+        return -value if frac["sign"] else value
+    return _last_number(span)
 
 
 def is_correct(predicted: float | None, expected: float, tol: float = 1e-6) -> bool:
@@ -93,7 +117,8 @@ def has_answer_format(text: str) -> bool:
     if text.count(OPEN) != 1 or text.count(CLOSE) != 1:
         return False
     start, end = text.index(OPEN), text.index(CLOSE)
-    return start < end and _LONE_NUMBER.fullmatch(text[start + len(OPEN) : end]) is not None
+    content = _tag_content(text[start + len(OPEN) : end])
+    return start < end and (_LONE_NUMBER.fullmatch(content) is not None or _FRACTION.fullmatch(content) is not None)
 
 
 def format_number(value: float) -> str:

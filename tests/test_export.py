@@ -67,7 +67,7 @@ def test_gguf_files_load_in_transformers_with_our_logits(exported):
     error against full precision stays within its tolerance."""
     loaded, out, record = exported
     results = check_export(loaded, out, TEXTS, [f"model-{q}.gguf" for q in QTYPES])
-    assert results["float32"]["passed"] and results["float32"]["max_abs_diff"] <= 1e-4
+    assert results["hf"]["passed"] and results["hf"]["max_abs_diff"] <= 1e-4
     for q in QTYPES:
         r = results[q]
         assert r["format_max_abs_diff"] <= 1e-4 and r["format_greedy_tokens_equal"], (q, r)

@@ -3,6 +3,8 @@ sampling controls do what they say."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -41,14 +43,17 @@ def test_batched_left_padded_rows_decode_as_alone(loaded):
 
 
 def test_cached_logits_match_full_forward(loaded):
-    """Step by step with the cache, each position's logits equal the full forward's."""
+    """Through the cache, in chunks of 3, 2, then single tokens (a multi-token chunk after
+    the first sees the cache through a bottom-right causal mask), each position's logits
+    equal the full forward's."""
     from model.gpt import KVCache
 
     ids = torch.tensor([_ids(loaded)[1]])
+    assert ids.shape[1] >= 7
     full, _ = loaded.model(ids)
     cache = KVCache(loaded.config, 1, ids.shape[1])
-    steps = [loaded.model(ids[:, :3], cache=cache)[0]]
-    steps += [loaded.model(ids[:, i:i + 1], cache=cache)[0] for i in range(3, ids.shape[1])]
+    bounds = [0, 3, 5, *range(6, ids.shape[1] + 1)]
+    steps = [loaded.model(ids[:, a:b], cache=cache)[0] for a, b in itertools.pairwise(bounds)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
@@ -118,3 +123,38 @@ def test_load_errors_name_the_problem(tmp_path, loaded):
     (tmp_path / "empty").mkdir()
     with pytest.raises(LoadError, match="no intact checkpoint"):
         load(tmp_path / "empty")
+
+
+def test_checkpoints_without_their_own_tokenizer_use_the_one_beside_them(tmp_path, loaded):
+    """Checkpoints written before they carried a tokenizer: data/<asset>/step-N finds
+    data/tokenizer; with neither, the error says where it looked."""
+    import dataclasses
+    import shutil
+
+    from model import checkpoint as ckpt
+
+    cfg = loaded.config
+    old = ckpt.save(tmp_path / "data" / "base_model", 3, loaded.model.state_dict(), {},
+                    {"model_config": dataclasses.asdict(cfg)}, tied=cfg.tie_embeddings)
+    with pytest.raises(LoadError, match="no tokenizer"):
+        load(old.path)
+    shutil.copytree(loaded.tokenizer.directory, tmp_path / "data" / "tokenizer")
+    again = load(tmp_path / "data" / "base_model")
+    assert again.checkpoint.step == 3 and again.tokenizer.vocab_size == cfg.vocab_size
+
+
+def test_chat_history_drops_whole_old_turns(loaded):
+    from model.chat import fit_history
+
+    tok = loaded.tokenizer
+    system = {"role": "system", "content": "Responde en español."}
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"mensaje número {i} " * 3}
+             for i in range(8)]
+    full = len(tok.encode_chat([system, *turns]))
+    kept, dropped = fit_history(tok, [system, *turns], full)
+    assert dropped == 0 and kept == [system, *turns]
+    kept, dropped = fit_history(tok, [system, *turns], full - 1)
+    assert kept[0] == system and kept[1:] == turns[dropped:] and dropped >= 1
+    assert len(tok.encode_chat(kept)) <= full - 1
+    kept, _ = fit_history(tok, [system, *turns], 1)  # too small for anything: the newest stays
+    assert kept == [system, turns[-1]]

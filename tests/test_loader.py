@@ -8,11 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from model.data import LoaderStateError, TokenWindows, validation_batches
+from model.data import (
+    LoaderStateError,
+    TokenWindows,
+    validation_batches,
+    validation_bytes_per_token,
+)
 from pipelines.token_format import FORMAT, HEADER, SplitWriter, TokenShardError
 
 
-def _shard(root, name: str, lengths: list[int], start: int, tok_hash: str = "h1"):
+def _shard(root, name: str, lengths: list[int], start: int, tok_hash: str = "h1", bytes_per_token: float = 0.0):
     """A token shard whose tokens are consecutive integers from `start`, so every window
     is identified by its first token."""
     d = root / name
@@ -27,6 +32,7 @@ def _shard(root, name: str, lengths: list[int], start: int, tok_hash: str = "h1"
             value += n + 1
         w.add(docs, 0)
         splits[split] = w.close()
+        splits[split]["bytes"] = round(bytes_per_token * splits[split]["tokens"])
     (d / HEADER).write_text(json.dumps({"format": FORMAT, "dtype": "<u4", "vocab_size": 2**20, "eot_id": 0,
                                         "tokenizer_hash": tok_hash, "shard": name, "splits": splits}))
     return d
@@ -140,3 +146,14 @@ def test_state_from_a_re_encoded_shard_is_refused(shards, tmp_path):
 def test_every_rank_gets_the_same_number_of_validation_batches(shards):
     counts = [len(list(validation_batches(shards, 16, 3, rank=r, world_size=2))) for r in range(2)]
     assert counts[0] == counts[1] > 0
+
+
+def test_bytes_per_token_of_the_windows_evaluated(tmp_path):
+    """Bits per byte divide by the bytes per token of the windows actually evaluated: a
+    capped evaluation that reads only the first shard uses that shard's ratio."""
+    a = _shard(tmp_path, "a", [300, 50], 1, bytes_per_token=2.0)  # val: 352 tokens, 21 windows of 16
+    b = _shard(tmp_path, "b", [1200, 40], 100_000, bytes_per_token=5.0)  # val: 1242 tokens, 77 windows
+    assert validation_bytes_per_token([a, b], 16, 4, max_batches=5) == pytest.approx(2.0)
+    # all 98 windows: 24 batches of 4 use 21 of a's windows and 75 of b's
+    assert validation_bytes_per_token([a, b], 16, 4) == pytest.approx((21 * 2 + 75 * 5) / 96)
+    assert sum(len(x) for x, _ in validation_batches([a, b], 16, 4)) == 96

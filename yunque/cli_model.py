@@ -30,7 +30,12 @@ def _sampling(args: argparse.Namespace, tok):
 
 
 def _max_new(loaded, wanted: int) -> int:
-    return max(1, min(wanted, loaded.config.context - 1))
+    """At most half the context: the prompt (or the conversation) keeps the other half."""
+    cap = max(1, loaded.config.context // 2)
+    if wanted > cap:
+        print(f"(--max-new-tokens {wanted} lowered to {cap}, half the model's context of "
+              f"{loaded.config.context}, to leave room for the prompt)", file=sys.stderr)
+    return max(1, min(wanted, cap))
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -62,19 +67,25 @@ def _stream_reply(loaded, ids: list[int], sampling) -> list[int]:
             sys.stdout.flush()
             shown = text
 
-    generate(loaded.model, [ids], sampling, pad_id=tok.eot_id, on_token=emit)
+    try:
+        generate(loaded.model, [ids], sampling, pad_id=tok.eot_id, on_token=emit)
+    except KeyboardInterrupt:  # Ctrl-C stops this reply, not the session
+        sys.stdout.write(tok.decode(out)[len(shown):] + " (interrupted)\n")
+        return out
     sys.stdout.write(tok.decode(out)[len(shown):] + "\n")
     return out
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    from model.chat import fit_history
+
     loaded = _load(args.checkpoint, args.int8)
     tok = loaded.tokenizer
     args.max_new_tokens = _max_new(loaded, args.max_new_tokens)
     sampling = _sampling(args, tok)
     history = [{"role": "system", "content": args.system}] if args.system else []
     print(f"chatting with {loaded.checkpoint.path} (step {loaded.checkpoint.step}, "
-          f"{loaded.model.num_params() / 1e6:.1f}M parameters, context {loaded.config.context}); "
+          f"{loaded.config.num_params() / 1e6:.1f}M parameters, context {loaded.config.context}); "
           "/reset clears the conversation, /exit or Ctrl-D ends it", file=sys.stderr)
     while True:
         try:
@@ -90,11 +101,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
         if not line.strip():
             continue
         history.append({"role": "user", "content": line})
-        ids = tok.encode_chat(history)
-        if len(ids) + sampling.max_new_tokens > loaded.config.context:
-            print(f"(the conversation is longer than the context of {loaded.config.context} tokens: "
-                  "the oldest tokens are dropped)", file=sys.stderr)
-        reply = _stream_reply(loaded, ids, sampling)
+        history, dropped = fit_history(tok, history, loaded.config.context - sampling.max_new_tokens)
+        if dropped:
+            print(f"(the conversation outgrew the context of {loaded.config.context} tokens: "
+                  f"the oldest {dropped} message(s) are forgotten)", file=sys.stderr)
+        reply = _stream_reply(loaded, tok.encode_chat(history), sampling)
         history.append({"role": "assistant", "content": tok.decode(reply)})
 
 
@@ -128,7 +139,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     types = [t for t in args.gguf_types.split(",") if t] if args.gguf else []
     try:
         record = export_hf(loaded, Path(args.out), args.dtype, types)
-    except ValueError as e:
+    except (OSError, ValueError) as e:
         raise SystemExit(f"yunque export: {e}") from None
     for name, size in record["files"].items():
         print(f"{args.out}/{name}: {size / 1e6:.1f} MB")
@@ -138,6 +149,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
+    from pipelines.config import PRESETS
+
     def sampling_args(p, tokens: int, temperature: float) -> None:
         p.add_argument("--checkpoint", required=True,
                        help="a step-NNNNNNNN directory, or a training asset's (e.g. .yunque/data/base_model)")
@@ -155,14 +168,15 @@ def add_commands(sub) -> None:
     g.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn of the chat template")
     g.set_defaults(fn=cmd_generate)
     c = sub.add_parser("chat", help="talk to a checkpoint (streamed, history kept)")
-    sampling_args(c, 256, 0.7)
+    sampling_args(c, 128, 0.7)
     c.add_argument("--system", help="a system message to start the conversation with")
     c.set_defaults(fn=cmd_chat)
     e = sub.add_parser("eval", help="the evaluation report's row for one checkpoint")
     e.add_argument("--checkpoint", required=True)
     e.add_argument("--gsm8k", help="a GSM8K-format jsonl (question, answer ending in '#### N') to score")
     e.add_argument("--problems", type=int, help="held-out generated problems (default: the preset's)")
-    e.add_argument("--preset", default="tiny", help="evaluation settings of this preset")
+    e.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
+                   help="evaluation settings of this preset")
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(fn=cmd_eval)
     x = sub.add_parser("export", help="write a Hugging Face directory (and GGUF files)")
