@@ -11,9 +11,7 @@ files, the export.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +19,8 @@ from pathlib import Path
 from pipelines import eval_report
 from pipelines.config import DataConfig
 from pipelines.pretrain_stage import read_metrics
-from pipelines.store import DataStore, cache_key
+from pipelines.store import DataStore, cache_key, write_json
+from pipelines.tokenizer import file_hash
 
 EVAL_REPORT = "eval_report"
 EXPORTED_MODEL = "exported_model"
@@ -47,7 +46,7 @@ def _weights_hash(path: Path) -> str:
 
 
 def _file_hash(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:20] if Path(path).is_file() else "missing"
+    return file_hash(Path(path)) if Path(path).is_file() else "missing"
 
 
 def _row_key(found, cfg: DataConfig) -> str:
@@ -64,12 +63,6 @@ def _read_row(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):  # missing, or cut short by a crash: evaluate again
         return None
-
-
-def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=1))
-    os.replace(tmp, path)
 
 
 def _mlflow_run(store: DataStore, stage: str) -> str:
@@ -99,7 +92,7 @@ def evaluate_all(store: DataStore, cfg: DataConfig, progress: Callable[[str], No
             if progress:
                 progress(f"evaluating {stage} ({ckpt.path})")
             row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress) | {"eval_key": key}
-            _write_json(cached, row)
+            write_json(cached, row)
         rows[stage] = row | {"mlflow_run_id": _mlflow_run(store, stage)}
     records = {stage: read_metrics(store.dir(stage)) for stage in found}
     report = eval_report.build(rows, records, cfg.eval.overfit_window, cfg.eval.repetition_threshold)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from model.config import RUNTIME_FIELDS
 from pipelines.config import DataConfig
-from pipelines.store import DataStore, cache_key
+from pipelines.store import DataStore, cache_key, write_json
 from pipelines.tokenize_stages import TOKEN_SHARDS, TOKENIZER
 
 BASE_MODEL = "base_model"
@@ -55,13 +54,7 @@ class RunSpec:
     def add_mlflow_run(self, run_id: str) -> None:
         rec = self.record()
         rec.setdefault("mlflow_runs", []).append(run_id)
-        _write_json(self.dir / RUN_FILE, rec)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+        write_json(self.dir / RUN_FILE, rec)
 
 
 def token_inputs(store: DataStore, shards: list[str]) -> tuple[str, dict[str, str], int]:
@@ -101,9 +94,9 @@ def prepare(store: DataStore, shards: list[str], cfg: DataConfig, asset: str = B
               "tokenizer": str(store.dir(TOKENIZER))}
     spec = RunSpec(asset, root, key, {"train": train, "model": dataclasses.asdict(model)},
                    {"tokenizer_hash": tok_hash, "token_shards": versions})
-    _write_json(spec.config_path, spec.config)
+    write_json(spec.config_path, spec.config)
     rec = spec.record() | {"key": key, "config": spec.config, "lineage": spec.lineage}
-    _write_json(root / RUN_FILE, rec)
+    write_json(root / RUN_FILE, rec)
     return spec
 
 

@@ -163,6 +163,13 @@ def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> N
     os.replace(tmp, path)
 
 
+def write_json(path: Path, obj: Any) -> None:
+    """Write via a temporary file and one rename: a crash leaves the old file or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False))
+    os.replace(tmp, path)
+
+
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
     return pq.read_table(path, columns=columns)
 
