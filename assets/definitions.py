@@ -4,14 +4,24 @@ import os
 
 import dagster as dg
 
-from assets import checks, dedup, evaluation, filtering, ingest, token_checks, tokens, training
+from assets import (
+    checks,
+    dedup,
+    evaluation,
+    filtering,
+    ingest,
+    post_training,
+    token_checks,
+    tokens,
+    training,
+)
 from assets.jobs import dedup_job, shard_job
 from assets.sensors import shard_sensor
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from resources.corpus import default_corpus
 from yunque.env import home as default_home
 
-ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens, training, evaluation])
+ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens, training, post_training, evaluation])
 CHECKS = dg.load_asset_checks_from_modules([checks, token_checks])
 
 

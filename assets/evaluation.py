@@ -4,8 +4,10 @@ import dataclasses
 
 import dagster as dg
 
+from assets.launching import TRAINING_POOL
 from assets.metadata import rows_table
-from assets.training import TRAINING_POOL, base_model
+from assets.post_training import dpo_model, grpo_model, ppo_model, sft_model
+from assets.training import base_model
 from pipelines.eval_stage import (
     EVAL_CODE_VERSION,
     EVAL_REPORT,
@@ -16,8 +18,9 @@ from pipelines.eval_stage import (
 from pipelines.store import cache_key
 from resources import MlflowTracking, YunqueSettings
 
-# The checkpoint assets the report and the export read (post-training adds its stages here).
-CHECKPOINT_ASSETS = [base_model]
+# The checkpoint assets the report and the export read, in chain order (the reward model
+# is not a language model to evaluate: its held-out accuracy is in its own metadata).
+CHECKPOINT_ASSETS = [base_model, sft_model, dpo_model, ppo_model, grpo_model]
 
 ALARMS = {
     "val_loss_rising": "validation loss has risen above its minimum by more than 0.01 nats",

@@ -3,8 +3,8 @@
 import json
 
 import dagster as dg
-from dagster._core.errors import DagsterPipesExecutionError  # not exported at the top level
 
+from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import rows_table
 from assets.partitions import shards as shards_def
 from assets.tokens import token_shards, tokenizer
@@ -19,16 +19,6 @@ from pipelines.pretrain_stage import (
     unigram_entropy,
 )
 from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
-from yunque.env import TELEMETRY_OFF
-
-# Training assets share one pool: with `pools: default_limit: 1` in dagster.yaml a
-# machine never runs two trainings on the same devices at once.
-TRAINING_POOL = "training"
-
-# The supervisor's own exit codes (model.launch); torchrun turns every worker failure into 1,
-# so the training program's reason is read from its last records instead.
-EXIT_REASONS = {124: "stopped: the run exceeded TorchrunLauncher.timeout_s", 130: "interrupted"}
-ERROR_KINDS = {"PreflightError": "refused by the preflight plan", "TrainingStopped": "training stopped on a bad step"}
 
 
 def _encoded_shards(context: dg.AssetExecutionContext, settings: YunqueSettings) -> list[str]:
@@ -41,22 +31,6 @@ def _latest(spec: RunSpec):
     from model import checkpoint as ckpt  # torch: only when a model is involved
 
     return ckpt.latest(spec.dir)
-
-
-def _failure(spec: RunSpec, error: Exception) -> dg.Failure:
-    """The training program's own explanation, from the records it left."""
-    records = read_metrics(spec.dir)
-    starts = [i for i, r in enumerate(records) if r.get("event") == "plan"]
-    this_attempt = records[starts[-1]:] if starts else []
-    err = next((r for r in reversed(this_attempt) if r.get("event") == "error"), None)
-    code = next((c for c in EXIT_REASONS if str(error).endswith(f"code {c}")), None)
-    if code is not None:
-        detail = EXIT_REASONS[code]
-    elif err is not None:
-        detail = f"{ERROR_KINDS.get(err['kind'], err['kind'])}:\n{err['message']}"
-    else:
-        detail = f"{error} (the training program left no reason: see its stderr in the run's logs)"
-    return dg.Failure(f"base_model: {detail}\n(records in {spec.dir / 'metrics.jsonl'})")
 
 
 BEATS_UNIGRAM = "val_loss_below_unigram_entropy"
@@ -91,31 +65,11 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
 
 def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunLauncher, mlflow: MlflowTracking,
            resumed_from: int) -> dict:
-    """Run the training program; what rank 0 reported as the materialization's metadata."""
-    tags = {"dagster.run_id": context.run.run_id, "dagster.asset_key": context.asset_key.to_user_string(),
-            "yunque.run_key": spec.key, "yunque.tokenizer_version": spec.lineage["tokenizer_hash"],
+    tags = {"yunque.tokenizer_version": spec.lineage["tokenizer_hash"],
             "yunque.token_shards_versions": json.dumps(spec.lineage["token_shards"], sort_keys=True),
             "yunque.resumed_from_step": str(resumed_from)}
     tags |= {f"yunque.token_shards.{s}": v for s, v in spec.lineage["token_shards"].items()}
-    run_id = mlflow.start_run(f"{spec.asset}-{spec.key[:8]}", {**spec.config, "lineage": spec.lineage}, tags)
-    spec.add_mlflow_run(run_id)
-    context.log.info(f"MLflow run {run_id} ({mlflow.uri()}); checkpoints in {spec.dir}")
-    cmd = launcher.command("model.train", "--config", str(spec.config_path))
-    status = "FAILED"
-    try:
-        done = launcher.client().run(context=context, command=cmd, env={**TELEMETRY_OFF, **mlflow.env(run_id)})
-        reported = dict(done.get_materialize_result().metadata or {})
-        status = "FINISHED"
-        return reported
-    except DagsterPipesExecutionError as e:
-        raise _failure(spec, e) from e
-    except dg.DagsterExecutionInterruptedError:
-        status = "KILLED"  # the run was cancelled; model.launch stopped the whole process tree
-        raise
-    finally:
-        png = loss_curve.plot(read_metrics(spec.dir), spec.dir / "loss_curve.png", f"{spec.asset} {spec.key[:8]}")
-        mlflow.finish(run_id, status, artifacts=[spec.config_path, spec.dir / "run.json", spec.dir / "metrics.jsonl",
-                                             *([png] if png else [])])
+    return run_program(context, spec, launcher, mlflow, "model.train", tags)
 
 
 def _result(spec: RunSpec, latest, cached: bool, entropy: float, reported: dict) -> dg.MaterializeResult:

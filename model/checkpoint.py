@@ -3,6 +3,8 @@
     <root>/step-00000500/model.safetensors   weights (tied lm_head stored once)
                          optimizer.pt        optimizer state (tensors and numbers only)
                          rng.pt              torch RNG state
+                         heads.safetensors   post-training heads beside the language model (the
+                                             reward model's score, PPO's value head), if any
                          state.json          step, data-loader state, configs, metrics
                          tokenizer/          the tokenizer it was trained with (tokenizer.json
                                              and the transformers side files), so a checkpoint
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 PREFIX = "step-"
 FILES = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
 TOKENIZER_DIR = "tokenizer"
+HEADS = "heads.safetensors"
 
 
 class CheckpointError(RuntimeError):
@@ -63,7 +66,8 @@ def _fsync(path: Path) -> None:
 
 
 def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict, state: dict,
-         keep: int = 3, tied: bool = False, tokenizer: str | Path | None = None) -> Checkpoint:
+         keep: int = 3, tied: bool = False, tokenizer: str | Path | None = None,
+         heads: dict[str, torch.Tensor] | None = None) -> Checkpoint:
     """Write step `step` under `root` (temporary directory, fsync, one rename), then keep
     only the newest `keep` checkpoints. `weights` and `optimizer_state` are full
     (unsharded) state dicts (model.parallel.full_state)."""
@@ -80,6 +84,9 @@ def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_stat
     torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
     names = list(FILES)
+    if heads:  # apart from model.safetensors, which stays exactly the language model's
+        save_file({k: v.detach().contiguous().cpu() for k, v in heads.items()}, tmp / HEADS)
+        names.append(HEADS)
     if tokenizer:
         shutil.copytree(tokenizer, tmp / TOKENIZER_DIR, ignore=shutil.ignore_patterns("*.tmp", "_*"))
         names += sorted(str(p.relative_to(tmp)) for p in (tmp / TOKENIZER_DIR).rglob("*") if p.is_file())
@@ -139,6 +146,11 @@ def load_weights(ckpt: Checkpoint, model: torch.nn.Module) -> None:
     tied = getattr(getattr(model, "cfg", None), "tie_embeddings", False)
     if unexpected or [k for k in missing if not (tied and k == "lm_head.weight")]:
         raise CheckpointError(f"{ckpt.path}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
+
+
+def load_heads(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
+    path = ckpt.path / HEADS
+    return load_file(path) if path.exists() else {}
 
 
 def load_training_state(ckpt: Checkpoint) -> tuple[dict, dict]:

@@ -188,6 +188,16 @@ class GPT(nn.Module):
         position (left-padded rows start later), `mask` (B, 1, T, S) says which of the S
         keys (cached + new) each query may see, and `cache` holds the earlier keys/values.
         Without them the forward is the plain causal one that training compiles."""
+        logits = self.lm_head(self.trunk(idx, positions=positions, mask=mask, cache=cache))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
+        return logits, loss
+
+    def trunk(self, idx: torch.Tensor, *, positions: torch.Tensor | None = None, mask: torch.Tensor | None = None,
+              cache: KVCache | None = None) -> torch.Tensor:
+        """The final normed hidden states (B, T, D): what the lm_head reads, and what a
+        reward or value head reads instead (model/post_heads.py)."""
         t = idx.shape[1]
         end = t + (cache.length if cache is not None else 0)
         if end > self.cfg.context:
@@ -208,11 +218,7 @@ class GPT(nn.Module):
                 x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
             else:
                 x = layer(x, cos, sin)
-        logits = self.lm_head(self.model.norm(x))  # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
-        return logits, loss
+        return self.model.norm(x)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights counted once

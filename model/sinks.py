@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +20,20 @@ STEP_METRICS = ("loss", "lr", "grad_norm", "tokens_seen", "tokens_per_s", "mfu",
 class MlflowSink:
     """Per-step metrics, batched: one sqlite write per `every` steps, not per step."""
 
-    def __init__(self, every: int = 20):
+    def __init__(self, every: int = 20, names: tuple[str, ...] | None = STEP_METRICS):
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
         self.run_id = os.environ["MLFLOW_RUN_ID"]
-        self.every, self.pending = every, []
+        self.every, self.pending, self.names = every, [], names  # None: every number in the record
 
     def step(self, record: dict) -> None:
         from mlflow.entities import Metric
 
         ts = int(record.get("time", 0) * 1000)
-        self.pending += [Metric(k, float(record[k]), ts, record["step"]) for k in STEP_METRICS
-                         if isinstance(record.get(k), (int, float))]
+        names = self.names or [k for k in record if k not in ("step", "time")]
+        self.pending += [Metric(k, float(record[k]), ts, record["step"]) for k in names
+                         if isinstance(record.get(k), (int, float)) and not isinstance(record.get(k), bool)]
         if len(self.pending) >= self.every * 5 or "val_loss" in record:
             self.flush()
 
@@ -65,13 +67,16 @@ class Reporter:
     """Rank 0's records. `print_every`: how often a step gets a line on stdout (evaluation
     steps and events always do)."""
 
-    def __init__(self, out: Path, enabled: bool, total_steps: int = 0, print_every: int = 0):
-        self.enabled = enabled
+    def __init__(self, out: Path, enabled: bool, total_steps: int = 0, print_every: int = 0, name: str = "train"):
+        """`name` "train" is pretraining; any other (a post-training stage) prefixes its
+        lines with it and sends every number of a step record to MLflow."""
+        self.enabled, self.name = enabled, name
         self.total = total_steps
         self.print_every = print_every or max(1, total_steps // 20)
         self.file = open(out / "metrics.jsonl", "a") if enabled else None  # noqa: SIM115 - closed in close()
         self.pipes = PipesSink() if enabled and "DAGSTER_PIPES_CONTEXT" in os.environ else None
-        self.mlflow = MlflowSink() if enabled and "MLFLOW_RUN_ID" in os.environ else None
+        self.mlflow = MlflowSink(names=STEP_METRICS if name == "train" else None) \
+            if enabled and "MLFLOW_RUN_ID" in os.environ else None
 
     def __call__(self, **record) -> None:
         if not self.enabled:
@@ -82,11 +87,12 @@ class Reporter:
         if event == "step":
             if self.mlflow:
                 self.mlflow.step(record)
-            if record["step"] % self.print_every and "val_loss" not in record:
+            evaluated = "val_loss" in record or any(k.startswith("eval_") for k in record)
+            if record["step"] % self.print_every and not evaluated:
                 return
-        text = describe(record, self.total)
+        text = describe(record, self.total) if self.name == "train" else describe_stage(self.name, record, self.total)
         print(text, flush=True)
-        if self.pipes and (event != "step" or "val_loss" in record):
+        if self.pipes and (event != "step" or "val_loss" in record or any(k.startswith("eval_") for k in record)):
             self.pipes.log(text)
 
     def materialize(self, metadata: dict[str, Any]) -> None:
@@ -101,6 +107,27 @@ class Reporter:
         if self.pipes:
             self.pipes.close(error)
         self.file.close()
+
+
+def run_reported(out: Path, dist_info, total_steps: int, body: Callable[[Reporter], dict],
+                 name: str = "train") -> dict:
+    """Run a training body with rank 0's Reporter open; a failure is recorded (torchrun
+    exits 1 whatever the worker's status: the reason travels in the records) and re-raised,
+    the process group is torn down after success."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = Reporter(out, dist_info.main, total_steps=total_steps, name=name)
+    try:
+        metrics = body(report)
+    except BaseException as e:
+        report(event="error", kind=type(e).__name__, message=str(e))
+        report.close(e)
+        raise
+    report.close()
+    if dist_info.world > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    return metrics
 
 
 def describe(r: dict, total: int = 0) -> str:
@@ -136,3 +163,28 @@ def describe(r: dict, total: int = 0) -> str:
         return f"[train] done at step {r.get('step')}: " + ", ".join(
             f"{k} {r[k]:.4g}" for k in ("loss", "val_loss", "val_ppl", "val_bpb") if isinstance(r.get(k), float))
     return "[train] " + json.dumps(r)
+
+
+def describe_stage(name: str, r: dict, total: int = 0) -> str:
+    """A post-training stage's line: its own numbers, whatever they are."""
+    def fmt(k: str, v) -> str:
+        return f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+
+    event = r.get("event")
+    if event == "step":
+        skip = {"event", "step", "time", "elapsed_s", "eta_s"}
+        parts = [f"step {r['step']}/{total or '?'}"] + [fmt(k, v) for k, v in r.items()
+                                                         if k not in skip and isinstance(v, (int, float))]
+        return f"[{name}] " + " | ".join(parts) + f" | eta {r.get('eta_s', 0):.0f} s"
+    if event == "plan":
+        return f"[{name}] plan:\n" + r["summary"]
+    if event == "start":
+        return (f"[{name}] {r['parameters'] / 1e6:.2f}M trained parameters on {r['world_size']} x {r['device']}, "
+                f"from step {r['step']}")
+    if event == "baseline":
+        return f"[{name}] before training: " + ", ".join(
+            fmt(k, v) for k, v in r.items() if k.startswith("eval_") and isinstance(v, (int, float)))
+    if event == "done":
+        return f"[{name}] done at step {r.get('step')}: " + ", ".join(
+            fmt(k, v) for k, v in r.items() if k.startswith("eval_") and isinstance(v, (int, float)))
+    return describe(r, total).replace("[train]", f"[{name}]", 1)

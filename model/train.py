@@ -31,7 +31,7 @@ from model.config import ModelConfig, TrainConfig
 from model.data import TokenWindows, validation_batches, validation_bytes_per_token
 from model.gpt import GPT
 from model.schedule import lr_at
-from model.sinks import Reporter
+from model.sinks import Reporter, run_reported
 from pipelines.token_format import TokenShard
 
 
@@ -84,19 +84,7 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    report = Reporter(out, d.main, total_steps=cfg.steps)
-    try:
-        metrics = _train(cfg, mcfg, d, out, report)
-    except BaseException as e:
-        # torchrun exits 1 whatever the worker's status: the reason travels in the records
-        report(event="error", kind=type(e).__name__, message=str(e))
-        report.close(e)
-        raise
-    report.close()
-    if d.world > 1:
-        dist.destroy_process_group()
-    return metrics
+    return run_reported(out, d, cfg.steps, lambda report: _train(cfg, mcfg, d, out, report))
 
 
 def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, report: Reporter) -> dict:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import model.config as model_presets
+import model.post_config as post_presets
 from model.config import ModelConfig, TrainConfig
+from model.post_config import PostTrainConfig
 
 
 @dataclass
@@ -171,7 +173,7 @@ class EvalConfig:
     math_set: str = "es_add2"  # held-out problems only (pipelines/math_tasks.py)
     math_problems: int = 200
     math_file: str = ""  # a GSM8K-format jsonl, evaluated as well when given
-    math_max_new_tokens: int = 64
+    math_max_new_tokens: int = 96  # a column-by-column worked addition is about 70 tokens
     batch_size: int = 32  # prompts decoded at once
     repetition_threshold: float = 0.5  # repeated 4-gram rate of a sample that raises the alarm
     overfit_window: int = 3  # evaluation points compared by the overfitting alarm
@@ -194,6 +196,7 @@ class DataConfig:
     # pretraining: the model's shape (vocab_size is replaced by the tokenizer's) and the recipe
     model: ModelConfig = field(default_factory=model_presets.gpt2_125m)
     train: TrainConfig = field(default_factory=model_presets.train_default)
+    post: PostTrainConfig = field(default_factory=PostTrainConfig)  # sft, reward, dpo, ppo, grpo
     eval: EvalConfig = field(default_factory=EvalConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
 
@@ -219,7 +222,7 @@ def default() -> DataConfig:
 def tiny() -> DataConfig:
     # The data rules do not change with model size; the tokenizer does: a few thousand
     # tokens suit a CPU-sized model and a small corpus.
-    cfg = DataConfig(model=model_presets.tiny(), train=model_presets.train_tiny())
+    cfg = DataConfig(model=model_presets.tiny(), train=model_presets.train_tiny(), post=post_presets.tiny())
     cfg.tokenizer.vocab_size = 4096
     cfg.eval.math_problems = 100
     return cfg
@@ -250,6 +253,9 @@ def preset(name: str, overrides: dict[str, Any] | None = None) -> DataConfig:
     cfg.eval.prompts = tuple(cfg.eval.prompts)
     cfg.export.gguf = tuple(cfg.export.gguf)
     _check_train(cfg.train, cfg.model)
+    for stage in ("sft", "reward", "dpo", "ppo", "grpo"):
+        getattr(cfg.post, stage).betas = tuple(getattr(cfg.post, stage).betas)
+        post_presets.check(stage, getattr(cfg.post, stage))
     return cfg
 
 

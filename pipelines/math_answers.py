@@ -126,3 +126,14 @@ def format_number(value: float) -> str:
     if float(value).is_integer():
         return str(int(value))
     return repr(float(value))
+
+
+def has_reasoning_format(text: str) -> bool:
+    """The reasoning format the post-training rewards ask for, the whole reply:
+    `<think>...</think><answer>N</answer>` (whitespace around the parts allowed)."""
+    text = text.strip()
+    if not text.startswith("<think>") or text.count("<think>") != 1 or text.count("</think>") != 1:
+        return False
+    close = text.index("</think>")
+    rest = text[close + len("</think>"):].strip()
+    return rest.startswith(OPEN) and rest.endswith(CLOSE) and has_answer_format(rest)

@@ -42,7 +42,7 @@ class MathTaskError(ValueError):
 class MathProblem:
     question: str
     answer: float  # always a float, integral for most problems; format with format_number
-    solution: str  # worked solution ending "La respuesta es N." (SFT target inside <think>)
+    solution: str  # worked solution ending in the answer (SFT target inside <think>)
     source: str  # "es_arith/add2", "reasoning_gym/gsm_symbolic", "gsm8k:<file name>"
     id: str  # stable across runs; Spanish ids carry the operands ("es:23+45:t0:1a2b3c4d")
 
@@ -103,6 +103,30 @@ SOLUTIONS = {
     "sub": "Hay que restar {b} de {a}: {a} - {b} = {c}.",
     "mul": "Hay que multiplicar {a} por {b}: {a} × {b} = {c}.",
 }
+
+
+def column_work(op: str, a: int, b: int, slip: tuple[int, int] = (0, 0)) -> tuple[str, int]:
+    """Two-digit addition or subtraction worked column by column, the carry (or the
+    borrow) written out, and its result. A small model cannot hold a carry in its head:
+    it learns the hundred one-digit facts and copies digits, which generalises to unseen
+    operands, where "a + b = c" in one step has to be memorised pair by pair.
+
+    `slip` (units, tens) adds a mistake to a column's sum and carries it through the rest
+    consistently: the wrong solutions a small model writes (preference data)."""
+    (at, au), (bt, bu) = divmod(a, 10), divmod(b, 10)
+    if op == "add":
+        units = max(0, au + bu + slip[0])
+        carry = units // 10
+        tens = max(0, at + bt + carry + slip[1])
+        first = f"Unidades: {au} + {bu} = {units}" + (f", escribo {units % 10} y llevo 1." if carry else ".")
+        return f"{first} Decenas: {at} + {bt}" + (" + 1" if carry else "") + f" = {tens}.", tens * 10 + units % 10
+    borrow = int(au < bu)
+    units = min(9, max(0, au + 10 * borrow - bu + slip[0]))
+    tens = max(0, at - bt - borrow + slip[1])
+    first = f"Unidades: {au + 10 * borrow} - {bu} = {units}" + (", pido 1." if borrow else ".")
+    return f"{first} Decenas: {at} - {bt}" + (" - 1" if borrow else "") + f" = {tens}.", tens * 10 + units
+
+
 OPS = {"add": ("+", lambda a, b: a + b), "sub": ("-", lambda a, b: a - b),
        "mul": ("×", lambda a, b: a * b)}
 _OP_LEVEL = {"add": "add2", "sub": "sub2", "mul": "mul1"}
@@ -140,7 +164,10 @@ def _render(op: str, a: int, b: int, rng: random.Random) -> MathProblem:
     question = TEMPLATES[op][ti].format(a=a, b=b, n1=n1, n2=n2, o=obj, q=q, c_sg=c_sg, c_pl=c_pl)
     sym, fn = OPS[op]
     c = fn(a, b)
-    solution = SOLUTIONS[op].format(a=a, b=b, c=c) + f" La respuesta es {c}."
+    if op in ("add", "sub"):  # the closing sentence would only repeat "a + b = c" in a longer reply
+        solution = f"{column_work(op, a, b)[0]} {a} {sym} {b} = {c}."
+    else:
+        solution = SOLUTIONS[op].format(a=a, b=b, c=c) + f" La respuesta es {c}."
     qhash = hashlib.sha1(question.encode()).hexdigest()[:8]
     return MathProblem(question, float(c), solution, f"es_arith/{_OP_LEVEL[op]}",
                        f"es:{a}{sym}{b}:t{ti}:{qhash}")

@@ -77,9 +77,12 @@ def test_answers_and_solutions_are_correct(level):
         sym, a, b = operands(p)
         assert p.answer == OPS[sym](a, b) and p.answer >= 1
         assert f"{a}" in p.question and f"{b}" in p.question
-        assert p.solution.endswith(f"La respuesta es {format_number(p.answer)}.")
+        assert p.solution.endswith(f"{format_number(p.answer)}.")
         assert f"{a} {sym} {b} = {format_number(p.answer)}" in p.solution
         assert extract_answer(p.solution) == p.answer
+        for x, op, y, *borrow, z in re.findall(r"(\d+) ([-+×]) (\d+)(?: [-+] (1))? = (\d+)", p.solution):
+            carried = int(borrow[0] or 0) * (1 if op == "+" else -1)
+            assert OPS[op](int(x), int(y)) + carried == int(z), p.solution  # every column's step is right
         expected_source = {"+": "add2", "-": "sub2", "×": "mul1"}[sym]
         assert p.source == f"es_arith/{expected_source}"
         if level != "mixed":

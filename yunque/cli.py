@@ -32,10 +32,17 @@ def cmd_fetch_sample(args: argparse.Namespace) -> int:
     return _fetch(Path(args.dest).absolute() if args.dest else home / "sample")
 
 
+# a post-training stage's progress line: its held-out numbers, then the RL stages' last rollouts
+POST_SHOWN = ("eval_loss", "eval_accuracy", "eval_margin", "eval_dev_accuracy", "accuracy", "kl", "reply_tokens")
+
+
 def _describe(md: dict) -> str:
     """One progress-line summary of an asset's metadata."""
     if "vocab_size" in md and "tokens_per_word" in md:
         return f"vocab {md['vocab_size']:,}, {md['tokens_per_word']} tokens/word"
+    if "stage" in md and "run_key" in md:  # a post-training stage
+        shown = [f"{k.removeprefix('eval_')} {md[k]:.3g}" for k in POST_SHOWN if isinstance(md.get(k), (int, float))]
+        return f"step {md['step']}" + (", " + ", ".join(shown) if shown else "")
     if "run_key" in md:  # base_model
         val = f"val_loss {md['val_loss']:.3f}" if "val_loss" in md else "no validation tokens"
         return f"step {md['step']}, loss {md.get('loss', float('nan')):.3f}, {val}"

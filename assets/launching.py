@@ -1,0 +1,71 @@
+"""Launching a training program (pretraining or a post-training stage) from an asset:
+torchrun through Dagster Pipes under the TorchrunLauncher, one MLflow run per attempt,
+and the program's own reason when it fails."""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.errors import DagsterPipesExecutionError  # not exported at the top level
+
+from pipelines import loss_curve
+from pipelines.pretrain_stage import RunSpec, read_metrics
+from resources import MlflowTracking, TorchrunLauncher
+from yunque.env import TELEMETRY_OFF
+
+# Training assets share one pool: with `pools: default_limit: 1` in dagster.yaml a
+# machine never runs two trainings on the same devices at once.
+TRAINING_POOL = "training"
+
+# The supervisor's own exit codes (model.launch); torchrun turns every worker failure into 1,
+# so the training program's reason is read from its last records instead.
+EXIT_REASONS = {124: "stopped: the run exceeded TorchrunLauncher.timeout_s", 130: "interrupted"}
+ERROR_KINDS = {"PreflightError": "refused by the preflight plan", "TrainingStopped": "training stopped on a bad step"}
+
+
+def failure(spec: RunSpec, error: Exception) -> dg.Failure:
+    """The training program's own explanation, from the records it left."""
+    records = read_metrics(spec.dir)
+    starts = [i for i, r in enumerate(records) if r.get("event") == "plan"]
+    this_attempt = records[starts[-1]:] if starts else records
+    err = next((r for r in reversed(this_attempt) if r.get("event") == "error"), None)
+    code = next((c for c in EXIT_REASONS if str(error).endswith(f"code {c}")), None)
+    if code is not None:
+        detail = EXIT_REASONS[code]
+    elif err is not None:
+        detail = f"{ERROR_KINDS.get(err['kind'], err['kind'])}:\n{err['message']}"
+    else:
+        detail = f"{error} (the training program left no reason: see its stderr in the run's logs)"
+    return dg.Failure(f"{spec.asset}: {detail}\n(records in {spec.dir / 'metrics.jsonl'})")
+
+
+def run_program(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunLauncher,
+                mlflow: MlflowTracking, module: str, tags: dict[str, str],
+                plots: Callable[[], list[Path]] | None = None) -> dict:
+    """Run `python -m module --config <spec.config_path>` under torchrun; what rank 0
+    reported as the materialization's metadata."""
+    tags = {"dagster.run_id": context.run.run_id, "dagster.asset_key": context.asset_key.to_user_string(),
+            "yunque.run_key": spec.key, **tags}
+    run_id = mlflow.start_run(f"{spec.asset}-{spec.key[:8]}", {**spec.config, "lineage": spec.lineage}, tags)
+    spec.add_mlflow_run(run_id)
+    context.log.info(f"MLflow run {run_id} ({mlflow.uri()}); checkpoints in {spec.dir}")
+    cmd = launcher.command(module, "--config", str(spec.config_path))
+    status = "FAILED"
+    try:
+        done = launcher.client().run(context=context, command=cmd, env={**TELEMETRY_OFF, **mlflow.env(run_id)})
+        reported = dict(done.get_materialize_result().metadata or {})
+        status = "FINISHED"
+        return reported
+    except DagsterPipesExecutionError as e:
+        raise failure(spec, e) from e
+    except dg.DagsterExecutionInterruptedError:
+        status = "KILLED"  # the run was cancelled; model.launch stopped the whole process tree
+        raise
+    finally:
+        if plots is not None:
+            pngs = plots()
+        else:
+            png = loss_curve.plot(read_metrics(spec.dir), spec.dir / "loss_curve.png", f"{spec.asset} {spec.key[:8]}")
+            pngs = [png] if png else []
+        mlflow.finish(run_id, status, artifacts=[spec.config_path, spec.dir / "run.json", spec.dir / "metrics.jsonl",
+                                             *pngs])

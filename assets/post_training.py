@@ -1,0 +1,107 @@
+"""The post-training chain: sft_model -> reward_model -> dpo_model -> ppo_model ->
+grpo_model, each a torchrun program (model.post_train) launched through Dagster Pipes
+like base_model, tracked in MLflow, checkpointed and resumed from its last checkpoint."""
+
+import dagster as dg
+
+from assets.launching import TRAINING_POOL, run_program
+from assets.metadata import rows_table
+from assets.training import base_model
+from pipelines import post_report
+from pipelines.post_stage import (
+    CHAIN,
+    POST_CODE_VERSION,
+    PostTrainError,
+    newest_checkpoint,
+    prepare_post,
+)
+from pipelines.pretrain_stage import read_metrics
+from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
+
+DESCRIPTIONS = {
+    "sft_model": "Supervised fine-tuning of base_model on chat conversations (built-in: math problems with worked "
+                 "solutions in <think>/<answer> format); the loss covers assistant tokens only.",
+    "reward_model": "A scalar head on the SFT model's trunk trained with the Bradley-Terry loss on preference pairs; "
+                    "accuracy on held-out pairs in the metadata.",
+    "dpo_model": "Preference optimisation of sft_model against a frozen copy of itself (DPO; ORPO and KTO as "
+                 "post.dpo.loss); implicit-reward accuracy and margins on held-out pairs.",
+    "ppo_model": "PPO from dpo_model: KV-cache rollouts scored by reward_model (plus the verifiable math reward), "
+                 "a value head, GAE, the clipped ratio and a KL penalty to the starting model.",
+    "grpo_model": "GRPO from ppo_model: G samples per prompt, group-normalised verifiable rewards (correct answer, "
+                  "<think>/<answer> format), the clipped ratio and a k3 KL to the starting model.",
+}
+_NO_HACKING = ("the reward did not rise while the verifiable accuracy fell, and replies did not run to the "
+               "length limit")
+CHECKS = {
+    "sft_model": (post_report.MASK_CHECK,
+                  "the trained tokens of a conversation decode to exactly its assistant replies, each with its <|end|>"),
+    "reward_model": (post_report.ABOVE_CHANCE,
+                     "the reward model prefers the chosen reply on more than half of the held-out pairs"),
+    "dpo_model": (post_report.ABOVE_CHANCE,
+                  "the implicit reward prefers the chosen reply on more than half of the held-out pairs"),
+    "ppo_model": (post_report.NO_HACKING, _NO_HACKING),
+    "grpo_model": (post_report.NO_HACKING, _NO_HACKING),
+}
+
+
+def _checkpoint_step(spec) -> int | None:
+    found = newest_checkpoint(spec.dir)
+    return int(found.name.removeprefix("step-")) if found else None
+
+
+def _result(asset: str, spec, cached: bool, reported: dict) -> dg.MaterializeResult:
+    records = read_metrics(spec.dir)
+    summary = post_report.summarize(asset, spec, records)
+    md = {**{k: v for k, v in reported.items() if k != "checkpoint"},
+          "checkpoint": dg.MetadataValue.path(summary["checkpoint"]), "step": summary["step"], "cached": cached,
+          "stage": spec.config["stage"],
+          "run_key": spec.key, "mlflow_run_id": summary["mlflow_run_id"],
+          "lineage": dg.MetadataValue.json(spec.lineage), "config": dg.MetadataValue.json(spec.config["train"])}
+    md |= {k: v for k, v in summary["final"].items()}
+    if summary["plan"]:
+        md["plan"] = dg.MetadataValue.md("```\n" + summary["plan"] + "\n```")
+    if summary["curve"]:
+        md["curve"] = rows_table(summary["curve"])
+    if summary["png"]:
+        md["curve_png"] = dg.MetadataValue.path(summary["png"])
+    name, description = CHECKS[asset]
+    verdict = summary["check"]
+    check = dg.AssetCheckResult(check_name=name, passed=verdict["passed"], severity=dg.AssetCheckSeverity.WARN,
+                                description=description, metadata={"detail": verdict["detail"]})
+    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(summary["weights"][:20]),
+                                check_results=[check])
+
+
+def _post_asset(asset: str, parent, extra_deps: list):
+    @dg.asset(name=asset, deps=[parent, *extra_deps], group_name="post_training", kinds={"pytorch", "mlflow"},
+              pool=TRAINING_POOL, code_version=POST_CODE_VERSION, description=DESCRIPTIONS[asset],
+              check_specs=[dg.AssetCheckSpec(CHECKS[asset][0], asset=asset)])
+    def _asset(context: dg.AssetExecutionContext, settings: YunqueSettings, launcher: TorchrunLauncher,
+               mlflow: MlflowTracking) -> dg.MaterializeResult:
+        try:
+            spec = prepare_post(settings.store(), settings.data_config(), asset)
+        except (PostTrainError, ValueError) as e:
+            raise dg.Failure(str(e)) from e
+        step = _checkpoint_step(spec)
+        cached = step is not None and step >= spec.steps
+        reported = {}
+        if cached:
+            context.log.info(f"{spec.dir} holds this run's last step ({spec.steps}): nothing to train")
+        else:
+            tags = {"yunque.stage": spec.config["stage"], "yunque.init_checkpoint": spec.config["init"],
+                    "yunque.resumed_from_step": str(step or 0)}
+            reported = run_program(context, spec, launcher, mlflow, "model.post_train", tags,
+                                   plots=lambda: post_report.plot_run(spec))
+        if newest_checkpoint(spec.dir) is None:
+            raise dg.Failure(f"{asset}: training finished but left no checkpoint under {spec.dir}")
+        return _result(asset, spec, cached, reported)
+
+    return _asset
+
+
+sft_model = _post_asset("sft_model", base_model, [])
+reward_model = _post_asset("reward_model", sft_model, [])
+dpo_model = _post_asset("dpo_model", sft_model, [])
+ppo_model = _post_asset("ppo_model", dpo_model, [reward_model])
+grpo_model = _post_asset("grpo_model", ppo_model, [])
+assert set(CHAIN) == {"sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model"}

@@ -1,0 +1,171 @@
+"""The post-training chain end to end on CPU: every stage through Dagster's materialize()
+(torchrun under Pipes, MLflow, checkpoints), the report's row per stage, the lineage,
+and exact resume of the training program."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.factory import tiny_checkpoint
+from yunque import env
+
+STAGES = ("sft", "reward", "dpo", "ppo", "grpo")
+SMALL = {f"post.{s}.{k}": v for s in STAGES for k, v in
+         {"steps": 2, "batch_size": 2, "examples": 12, "eval_every": 1, "heldout_fraction": 0.25}.items()}
+SMALL |= {f"post.{s}.{k}": v for s in ("ppo", "grpo") for k, v in {"dev_problems": 2, "max_new_tokens": 12}.items()}
+SMALL |= {"post.grpo.group": 2, "eval.math_problems": 4, "eval.sample_tokens": 8, "eval.math_max_new_tokens": 12,
+          "eval.val_batches": 1, "export.gguf": []}
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
+    h = env.use_home(tmp_path / "home")
+    tiny_checkpoint(h / "data", context=384)  # data/base_model/step-00000010, as pretraining leaves it
+    return h
+
+
+def _materialize(home, keys, overrides=SMALL) -> dg.ExecuteInProcessResult:
+    from assets.definitions import ASSETS, CHECKS, build_resources
+
+    resources = build_resources(home=str(home), corpus=str(home / "corpus"), overrides=json.dumps(overrides))
+    return dg.materialize([*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*keys),
+                          instance=dg.DagsterInstance.get(), resources=resources, raise_on_error=False)
+
+
+def _md(result, key: str) -> dict:
+    return {k: v.value for k, v in result.asset_materializations_for_node(key)[0].metadata.items()}
+
+
+def test_whole_chain_materializes_with_a_report_row_per_stage(home):
+    keys = ("sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report")
+    result = _materialize(home, keys)
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    data = home / "data"
+    for asset in keys[:-1]:
+        md = _md(result, asset)
+        assert md["step"] == 2 and md["cached"] is False, (asset, md)
+        assert (data / asset / "step-00000002" / "checksums.json").exists()
+    assert _md(result, "sft_model")["eval_loss"] > 0
+    assert 0 <= _md(result, "reward_model")["eval_accuracy"] <= 1
+    assert {"eval_margin", "eval_reward_chosen"} <= _md(result, "dpo_model").keys()
+    for rl in ("ppo_model", "grpo_model"):  # reward, KL and reply length per step
+        md = _md(result, rl)
+        assert {"kl", "reply_tokens", "accuracy", "eval_dev_accuracy"} <= md.keys()
+        assert len(md["curve"].records) == 2
+    assert "reward_model_score" in _md(result, "ppo_model")
+    # the reward model and the value head live beside the language model's weights
+    assert set(load_file(data / "reward_model" / "step-00000002" / "heads.safetensors")) == {"score.weight",
+                                                                                               "score.bias"}
+    assert "value.weight" in load_file(data / "ppo_model" / "step-00000002" / "heads.safetensors")
+
+    checks = {c.asset_key.to_user_string(): c for c in result.get_asset_check_evaluations()
+              if c.asset_key.to_user_string() in keys[:-1]}
+    assert checks["sft_model"].check_name == "loss_mask_assistant_only" and checks["sft_model"].passed
+    assert {c.check_name for c in checks.values()} >= {"heldout_pair_accuracy_above_chance", "no_reward_hacking"}
+
+    report = _md(result, "eval_report")
+    assert report["stages"] == ["base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model"]
+    assert all(f"{s}/math_accuracy" in report for s in report["stages"])
+
+    # lineage: GRPO's run record leads back through PPO, DPO and SFT to the base checkpoint
+    lineage = json.loads((data / "grpo_model" / "run.json").read_text())["lineage"]
+    chain = []
+    while lineage:
+        chain.append(lineage["init"]["asset"])
+        lineage = lineage.get("upstream", {})
+    assert chain == ["ppo_model", "dpo_model", "sft_model", "base_model"]
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db")
+    run = client.get_run(_md(result, "grpo_model")["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["yunque.stage"] == "grpo"
+    assert {"kl", "reply_tokens", "accuracy"} <= run.data.metrics.keys()
+    assert len(client.get_metric_history(run.info.run_id, "kl")) == 2
+
+    # unchanged recipe and inputs: nothing retrains
+    again = _materialize(home, ("sft_model", "dpo_model"))
+    assert again.success and _md(again, "sft_model")["cached"] and _md(again, "dpo_model")["cached"]
+
+
+def test_missing_parent_is_a_clear_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    h = env.use_home(tmp_path)
+    result = _materialize(h, ("dpo_model",))
+    err = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert "materialize sft_model first" in err
+
+
+def _run(tmp_path, stage: str, init, **train) -> dict:
+    from model.post_config import STAGE_TYPES
+
+    cfg = STAGE_TYPES[stage](**{"steps": 4, "batch_size": 2, "examples": 12, "checkpoint_every": 2,
+                                "keep_checkpoints": 5, "eval_every": 100, **train})
+    import dataclasses
+
+    out = tmp_path / stage
+    return {"stage": stage, "train": dataclasses.asdict(cfg), "init": str(init), "out": str(out), "data": "",
+            "reward_model": str(tmp_path / "reward"), "lineage": {}}
+
+
+@pytest.mark.parametrize("stage", ["sft", "grpo", "ppo"])
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, stage):
+    """Delete the last checkpoint and run again: the run resumes at step 2 and ends on
+    exactly the weights (and heads) of the run that was never interrupted."""
+    from model.post_train import train
+
+    base = tiny_checkpoint(tmp_path / "data", context=384)
+    extra = {"dev_problems": 0, "max_new_tokens": 10} if stage != "sft" else {}
+    if stage == "grpo":
+        extra["group"] = 2
+    if stage == "ppo":
+        train(_run(tmp_path, "reward", base, steps=1))
+    run = _run(tmp_path, stage, base, **extra)
+    train(run)
+    out = tmp_path / stage
+    final = load_file(out / "step-00000004" / "model.safetensors")
+    heads = out / "step-00000004" / "heads.safetensors"
+    final_heads = load_file(heads) if heads.exists() else {}
+    import shutil
+
+    shutil.rmtree(out / "step-00000004")
+    train(run)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any(r.get("event") == "resume" and r["step"] == 2 for r in records)
+    again = load_file(out / "step-00000004" / "model.safetensors")
+    for k in final:
+        torch.testing.assert_close(again[k], final[k], rtol=0, atol=0)
+    if final_heads:
+        again_heads = load_file(heads)
+        for k in final_heads:
+            torch.testing.assert_close(again_heads[k], final_heads[k], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("stage", ["sft", "grpo"])
+def test_stage_runs_under_two_gloo_processes(tmp_path, stage):
+    """DDP across two torchrun processes: every rank takes the same number of updates (a
+    rank without a learning signal must not skip its backward, or the other would wait
+    forever), and rank 0 checkpoints."""
+    import subprocess
+    import sys
+
+    base = tiny_checkpoint(tmp_path / "data", context=384)
+    extra = {"dev_problems": 0, "max_new_tokens": 10, "group": 2} if stage == "grpo" else {}
+    run = _run(tmp_path, stage, base, **extra)
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(run))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
+           "model.post_train", "--config", str(config)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False,
+                       env={**__import__("os").environ, **env.TELEMETRY_OFF, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / stage / "metrics.jsonl").read_text().splitlines()]
+    assert next(r for r in records if r.get("event") == "start")["world_size"] == 2
+    assert (tmp_path / stage / "step-00000004" / "checksums.json").exists()
