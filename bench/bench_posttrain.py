@@ -2,21 +2,18 @@
 math accuracy per stage (2-digit addition word problems, greedy, answers read from
 <answer> tags), through the same Dagster graph `yunque run` materializes.
 
-    python -m bench.bench_posttrain [--home DIR] [--corpus DIR] [--problems 200]
-                                    [--overrides JSON] [--sft-only-ablation]
+    python -m bench.bench_posttrain [--home DIR] [--corpus DIR] [--problems 200] [--overrides JSON]
 
 The data stages and base_model run first if the home has no base model (timed apart).
 Each post-training stage then runs as its own Dagster run, so its wall time includes
-launching torchrun and loading its inputs. `--sft-only-ablation` also trains SFT alone
-for as long as the whole chain after it took (same data, same recipe, more steps): the
-comparison that says whether the preference and RL stages beat plain supervised
-training for the same CPU time.
+launching torchrun and loading its inputs. A stage already trained with the same recipe
+and inputs is cached and shows its (short) wall time as such: start from a home without
+post-training directories to time the chain.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from bench import common  # noqa: F401 - telemetry switches
@@ -51,7 +48,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", default=None, help="default: $YUNQUE_HOME/sample (yunque fetch-sample)")
     p.add_argument("--problems", type=int, default=200, help="held-out es_add2 problems per stage")
     p.add_argument("--overrides", default="{}", help="JSON config overrides, as for `yunque run`")
-    p.add_argument("--sft-only-ablation", action="store_true")
     args = p.parse_args(argv)
 
     from yunque import env
@@ -69,41 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r["stage"] in ("base_model", *CHAIN) and r["stage"] != "reward_model":
             r |= _accuracy(str(home / "data" / r["stage"]), args.problems)
-    if args.sft_only_ablation:
-        rows.append(_ablation(home, corpus, args, rows))
     _print(rows, args.problems)
     return 0
-
-
-def _ablation(home, corpus: str, args, rows: list[dict]) -> dict:
-    """SFT alone, given the wall time the rest of the chain took as extra steps."""
-    from pipelines.config import preset
-
-    cfg = preset("tiny", json.loads(args.overrides))
-    sft = next(r for r in rows if r["stage"] == "sft_model")
-    after = sum(r["wall_s"] for r in rows if r["stage"] in CHAIN[1:])
-    steps = round(cfg.post.sft.steps * (sft["wall_s"] + after) / sft["wall_s"])
-    ablation_home = home / "ablation"
-    ablation_home.mkdir(exist_ok=True)
-    data = ablation_home / "data"
-    data.mkdir(exist_ok=True)
-    for name in ("base_model",):  # share the base model; the SFT run of its own
-        link = data / name
-        if not link.exists():
-            link.symlink_to(home / "data" / name)
-    overrides = json.dumps({**json.loads(args.overrides), "post.sft.steps": steps})
-    from pipelines.config import preset as _preset
-    from pipelines.post_stage import prepare_post
-    from pipelines.store import DataStore
-
-    spec = prepare_post(DataStore(ablation_home), _preset("tiny", json.loads(overrides)), "sft_model")
-    from model.post_train import train
-
-    t0 = time.perf_counter()
-    train(spec.config)
-    wall = time.perf_counter() - t0
-    return {"stage": f"sft_model alone, {steps} steps", "wall_s": wall,
-            **_accuracy(str(ablation_home / "data" / "sft_model"), args.problems)}
 
 
 def _print(rows: list[dict], problems: int) -> None:

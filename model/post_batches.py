@@ -35,8 +35,12 @@ def encode_conversation(tok: ChatTokenizer, messages: Sequence[dict]) -> Encoded
         role = m["role"]
         if role not in tok.role_ids:
             raise ValueError(f"unknown chat role {role!r}")
-        head = [tok.role_ids[role], *tok.newline]
-        body = [*tok.encode(m["content"]), tok.end_id]
+        # the template encodes "\n" + content as one text (as encode_chat does); the newline is
+        # the header's unless the tokenizer merged it into the content's first token
+        text = tok.encode("\n" + m["content"])
+        split = len(tok.newline) if text[:len(tok.newline)] == tok.newline else 0
+        head = [tok.role_ids[role], *text[:split]]
+        body = [*text[split:], tok.end_id]
         ids += head + body + tok.newline
         learn = role == "assistant"
         trained += [False] * len(head) + [learn] * len(body) + [False] * len(tok.newline)

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 @dataclass
 class StageConfig:
     steps: int = 100  # optimizer steps (RL: rollout batches, each `iterations` updates)
-    batch_size: int = 16  # conversations (SFT), pairs (reward model, DPO), prompts (PPO, GRPO) per step
+    # conversations (SFT), pairs (reward model, DPO), prompts (PPO, GRPO) per step and per rank:
+    # with several ranks the global batch is batch_size x ranks
+    batch_size: int = 16
     lr: float = 1e-4
     min_lr: float = 1e-5
     warmup: int = 10
@@ -99,7 +101,9 @@ class PostTrainConfig:
 
 
 # Fields that change where a stage reads and writes or how fast, not what it computes.
-POST_RUNTIME_FIELDS = ("threads", "keep_checkpoints", "checkpoint_every")
+# Evaluation is greedy and changes no state, so when it runs is not part of the recipe; a data
+# file is keyed by its content (pipelines.post_stage), not its path.
+POST_RUNTIME_FIELDS = ("threads", "keep_checkpoints", "checkpoint_every", "eval_every", "dev_problems", "data")
 STAGE_TYPES = {"sft": SFTConfig, "reward": RewardConfig, "dpo": DPOConfig, "ppo": PPOConfig, "grpo": GRPOConfig}
 CHOICES = {"dtype": ("fp32", "bf16"), "loss": ("dpo", "orpo", "kto")}
 
@@ -115,6 +119,11 @@ def check(name: str, c: StageConfig) -> None:
         raise ValueError(f"post.{name}.heldout_fraction must be in [0, 1), got {c.heldout_fraction}")
     if isinstance(c, GRPOConfig) and c.group < 2:
         raise ValueError(f"post.{name}.group must be at least 2 (advantages compare samples of one prompt)")
+    if isinstance(c, RLConfig) and (c.iterations < 1 or c.temperature <= 0 or c.max_new_tokens < 1):
+        raise ValueError(f"post.{name}: iterations and max_new_tokens must be at least 1 and temperature "
+                             "above 0 (the policy samples its own rollouts)")
+    if isinstance(c, PPOConfig) and not 1 <= c.minibatches <= c.batch_size:
+        raise ValueError(f"post.{name}.minibatches must be between 1 and batch_size ({c.batch_size})")
 
 
 def tiny() -> PostTrainConfig:

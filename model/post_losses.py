@@ -117,7 +117,8 @@ def group_advantages(rewards: torch.Tensor, group: int, eps: float = 1e-4) -> to
     r = rewards.view(-1, group)
     mean = r.mean(dim=1, keepdim=True)
     std = r.std(dim=1, keepdim=True, unbiased=False) if group > 1 else torch.zeros_like(mean)
-    return ((r - mean) / (std + eps)).view(-1)
+    uniform = r.amax(dim=1, keepdim=True) == r.amin(dim=1, keepdim=True)  # float rounding leaves std ~1e-8
+    return torch.where(uniform, torch.zeros_like(r), (r - mean) / (std + eps)).view(-1)
 
 
 def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:

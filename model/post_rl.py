@@ -78,13 +78,22 @@ class _RL(Stage):
         else:
             self.problems = math_problems(cfg.examples, cfg.math_level, cfg.seed + 7)
             self.source = f"built-in math prompts/{cfg.math_level}"
+        # the rollout must see the whole prompt and the training rows must be what was sampled
+        room = loaded.config.context - cfg.max_new_tokens
+        fits = [p for p in self.problems if len(self.tok.encode_chat(math_tasks.prompt_for(p))) <= room]
+        self.dropped = len(self.problems) - len(fits)
+        if not fits:
+            raise ValueError(f"{self.source}: no prompt fits in {room} tokens (context {loaded.config.context} "
+                             f"- max_new_tokens {cfg.max_new_tokens})")
+        self.problems = fits
         # a different wording of training operands: a learning signal, not the held-out test
         self.dev = math_problems(cfg.dev_problems, cfg.math_level, cfg.seed + 99) if cfg.dev_problems else []
         self.batches = Epochs(len(self.problems), cfg.batch_size, cfg.seed, d.rank, d.world)
         self.ref = frozen_copy(loaded.model)
 
     def plan(self) -> dict:
-        return {"data": self.source, "prompts": len(self.problems), "prompts_per_step": self.cfg.batch_size,
+        return {"data": self.source, "prompts": len(self.problems), "dropped_too_long": self.dropped,
+                "prompts_per_step": self.cfg.batch_size,
                 "max_new_tokens": self.cfg.max_new_tokens, "kl_coef": self.cfg.kl_coef,
                 "iterations": self.cfg.iterations}
 
@@ -134,7 +143,8 @@ class GRPO(_RL):
         _, rolls, m = self._rollouts(step, cfg.group)
         rewards = torch.tensor([g[0] for g in m.pop("graded")])
         adv = group_advantages(rewards, cfg.group)
-        signal = adv.view(-1, cfg.group).abs().sum(-1) > 0
+        grouped = rewards.view(-1, cfg.group)
+        signal = grouped.amax(-1) > grouped.amin(-1)
         m["groups_with_signal"] = signal.float().mean().item()
         # a group whose samples all scored alike has no policy gradient: train on the others only
         # (all of them when none has one: every rank must take the same number of updates under DDP)
@@ -183,7 +193,10 @@ class PPO(_RL):
             logits, values = self.module(b.idx)
             old = token_logprobs(self._tempered(logits), b.targets)
             ref_logp = token_logprobs(self._tempered(self.ref(b.idx)[0]), b.targets)
-            idx, last = padded(rows, self.tok.eot_id, self.device)
+            # scored as the reward model was trained: the reply closed by <|end|> (a truncated
+            # reply, or one that ended the document instead, gets the end-of-turn token)
+            ended = [Encoded(r.prompt + (r.reply[:-1] if r.stopped else r.reply) + [self.tok.end_id], []) for r in rolls]
+            idx, last = padded(ended, self.tok.eot_id, self.device)
             score = self.reward_model(idx, last)
         values = values * b.mask
         shaped = (score - score.mean()) / (score.std() + 1e-6) if cfg.whiten_scores and len(rows) > 1 else score

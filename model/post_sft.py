@@ -15,9 +15,11 @@ def mask_check(tok, messages: list[dict], row: Encoded) -> dict:
     """The trained tokens of one encoded conversation decode to exactly the assistant
     replies, each followed by <|end|>, and nothing else."""
     trained = [i for i, keep in zip(row.ids, row.trained) if keep]
-    expected = [t for m in messages if m["role"] == "assistant" for t in [*tok.encode(m["content"]), tok.end_id]]
-    return {"passed": trained == expected, "trained_text": tok.decode(trained),
-            "expected_text": tok.decode(expected), "trained_tokens": len(trained), "tokens": len(row.ids)}
+    expected = "".join(m["content"] + "<|end|>" for m in messages if m["role"] == "assistant")
+    template = row.ids == tok.encode_chat(messages, add_generation_prompt=False)
+    text = tok.decode(trained)
+    return {"passed": template and text == expected, "same_ids_as_chat_template": template, "trained_text": text,
+            "expected_text": expected, "trained_tokens": len(trained), "tokens": len(row.ids)}
 
 
 class SFT(Stage):
@@ -110,6 +112,8 @@ class Reward(Stage):
         self.train = keep
         self.held = [p for p in self.held if max(len(r.ids) for r in score_rows(self.tok, [p])) <= context]
         self.module = RewardModel(loaded.model).to(self.device)
+        if not loaded.config.tie_embeddings:  # unused by the score; DDP would wait for its gradient
+            loaded.model.lm_head.weight.requires_grad_(False)
         self.batches = Epochs(len(self.train), cfg.batch_size, cfg.seed, d.rank, d.world)
 
     def plan(self) -> dict:

@@ -19,6 +19,8 @@ from pipelines.pretrain_stage import RUN_FILE, PretrainError, RunSpec, _archive_
 from pipelines.store import DataStore, cache_key, write_json
 from pipelines.tokenizer import file_hash
 
+# Bump when the training program or the built-in data generators (pipelines.post_data,
+# pipelines.math_tasks) change what a stage computes.
 POST_CODE_VERSION = "1"
 # asset: (stage in DataConfig.post, the asset it starts from)
 CHAIN = {
@@ -76,8 +78,9 @@ def prepare_post(store: DataStore, cfg: DataConfig, asset: str) -> RunSpec:
     if reward is not None:
         lineage["reward_model"] = {"checkpoint": str(reward), "weights_sha256": _weights(reward)}
     recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in POST_RUNTIME_FIELDS}
+    data_key = lineage["data"]["sha256"] if data else lineage["data"]
     key = cache_key(asset, POST_CODE_VERSION, recipe, lineage["init"]["weights_sha256"],
-                    lineage.get("reward_model", {}).get("weights_sha256"), lineage["data"])
+                    lineage.get("reward_model", {}).get("weights_sha256"), data_key)
     root = store.dir(asset)
     root.mkdir(parents=True, exist_ok=True)
     _archive_if_changed(root, key)

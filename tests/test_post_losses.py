@@ -91,6 +91,8 @@ def test_group_advantages():
     std = math.sqrt(0.25 * 0.75) + 1e-4  # population std of one 1 and three 0s, plus eps
     assert adv[:4].tolist() == pytest.approx([0.75 / std, -0.25 / std, -0.25 / std, -0.25 / std], abs=1e-5)
     assert adv[4:].tolist() == [0.0] * 4  # one reward for the whole group: no signal
+    # eight samples all worth 0.1: float32 leaves a std of ~1e-8, which must not become a signal
+    assert group_advantages(torch.full((8,), 0.1), group=8).abs().max().item() == 0.0
 
 
 def test_k3_values_and_unbiasedness():

@@ -55,5 +55,9 @@ def test_config_checks_name_the_field():
         check("grpo", GRPOConfig(group=1))
     with pytest.raises(ValueError, match=r"post.dpo.loss must be one of \('dpo', 'orpo', 'kto'\)"):
         preset("tiny", {"post.dpo.loss": "ipo"})
+    with pytest.raises(ValueError, match="temperature above 0"):
+        preset("tiny", {"post.grpo.temperature": 0})
+    with pytest.raises(ValueError, match="minibatches must be between 1 and batch_size"):
+        preset("tiny", {"post.ppo.minibatches": 99})
     cfg = preset("tiny", {"post.ppo.betas": [0.9, 0.999]})
     assert cfg.post.ppo.betas == (0.9, 0.999) and cfg.post.sft.steps > 0
