@@ -137,9 +137,9 @@ def tiny() -> PostTrainConfig:
                             eval_every=40, examples=1200),
         dpo=DPOConfig(steps=60, batch_size=8, lr=5e-5, min_lr=5e-6, warmup=5, eval_every=30, examples=1200,
                       beta=0.02, rpo_alpha=1.0),
-        ppo=PPOConfig(steps=25, batch_size=16, lr=2e-5, min_lr=2e-6, warmup=3, kl_coef=0.1, reward_model_weight=0.5,
-                      **rl),
-        grpo=GRPOConfig(steps=30, batch_size=16, lr=5e-5, min_lr=5e-6, warmup=5, **rl),
+        ppo=PPOConfig(steps=25, batch_size=16, lr=2e-5, min_lr=2e-6, warmup=3, kl_coef=0.1,
+                      reward_model_weight=0.25, lam=1.0, **rl),
+        grpo=GRPOConfig(steps=40, batch_size=16, lr=5e-5, min_lr=5e-6, warmup=5, **rl),
     )
 
 
