@@ -35,7 +35,13 @@ SMALL_TRAIN = {"train.steps": 4, "train.batch_size": 2, "train.seq_len": 32, "tr
 # Evaluation and export: a handful of problems and tokens, one GGUF type.
 SMALL_EVAL = {"eval.math_problems": 8, "eval.sample_tokens": 16, "eval.math_max_new_tokens": 16,
               "eval.val_batches": 2, "export.gguf": ["q8_0"]}
-SMALL_RUN = json.dumps({"tokenizer.vocab_size": 512, **SMALL_TRAIN, **SMALL_EVAL})
+# Post-training: two steps of every stage on a dozen examples (the plumbing, not the learning).
+POST_STAGES = ("sft", "reward", "dpo", "ppo", "grpo")
+SMALL_POST = {f"post.{s}.{k}": v for s in POST_STAGES for k, v in
+              {"steps": 2, "batch_size": 2, "examples": 12, "eval_every": 1, "heldout_fraction": 0.25}.items()}
+SMALL_POST |= {f"post.{s}.{k}": v for s in ("ppo", "grpo") for k, v in {"dev_problems": 2, "max_new_tokens": 12}.items()}
+SMALL_POST |= {"post.grpo.group": 2}
+SMALL_RUN = json.dumps({"tokenizer.vocab_size": 512, **SMALL_TRAIN, **SMALL_EVAL, **SMALL_POST})
 
 ENGLISH = ("The administrator configures the mail server every week, and the team reviews the log files "
            "before each update. ") * 8

@@ -11,15 +11,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.factory import tiny_checkpoint
+from tests.factory import SMALL_POST, tiny_checkpoint
 from yunque import env
 
-STAGES = ("sft", "reward", "dpo", "ppo", "grpo")
-SMALL = {f"post.{s}.{k}": v for s in STAGES for k, v in
-         {"steps": 2, "batch_size": 2, "examples": 12, "eval_every": 1, "heldout_fraction": 0.25}.items()}
-SMALL |= {f"post.{s}.{k}": v for s in ("ppo", "grpo") for k, v in {"dev_problems": 2, "max_new_tokens": 12}.items()}
-SMALL |= {"post.grpo.group": 2, "eval.math_problems": 4, "eval.sample_tokens": 8, "eval.math_max_new_tokens": 12,
-          "eval.val_batches": 1, "export.gguf": []}
+SMALL = {**SMALL_POST, "eval.math_problems": 4, "eval.sample_tokens": 8, "eval.math_max_new_tokens": 12,
+         "eval.val_batches": 1, "export.gguf": []}
 
 
 @pytest.fixture()
