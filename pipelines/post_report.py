@@ -33,6 +33,9 @@ def curve(stage: str, records: list[dict], points: int = 40) -> list[dict]:
     cols = CURVES[stage]
     keep = [r for i, r in enumerate(steps) if i % every == 0 or i == len(steps) - 1
             or any(k.startswith("eval_") for k in r)]
+    baseline = next((r for r in reversed(records) if r.get("event") == "baseline"), None)
+    if baseline is not None:  # step 0: the starting model, evaluated the same way
+        keep = [baseline, *keep]
     return [{"step": r["step"], **{c: round(float(r[c]), 4) if isinstance(r.get(c), (int, float)) else None
                                    for c in cols}} for r in keep]
 

@@ -32,8 +32,9 @@ def test_hacking_falls_back_to_rollout_accuracy_and_checks_length():
 def test_curve_keeps_evaluations_and_thins_steps():
     records = [{"event": "step", "step": i, "loss": 1.0 / i, **({"eval_loss": 0.5} if i % 50 == 0 else {})}
                for i in range(1, 201)]
-    rows = curve("sft", records, points=10)
-    assert {r["step"] for r in rows} >= {50, 100, 150, 200} and len(rows) <= 25
+    rows = curve("sft", [{"event": "baseline", "step": 0, "eval_loss": 5.0}, *records], points=10)
+    assert {r["step"] for r in rows} >= {0, 50, 100, 150, 200} and len(rows) <= 26
+    assert rows[0] == {"step": 0, "loss": None, "eval_loss": 5.0, "epochs": None}
     assert set(rows[0]) == {"step", "loss", "eval_loss", "epochs"}
 
 

@@ -54,7 +54,7 @@ def test_whole_chain_materializes_with_a_report_row_per_stage(home):
     for rl in ("ppo_model", "grpo_model"):  # reward, KL and reply length per step
         md = _md(result, rl)
         assert {"kl", "reply_tokens", "accuracy", "eval_dev_accuracy"} <= md.keys()
-        assert len(md["curve"].records) == 2
+        assert [r.data["step"] for r in md["curve"].records] == [0, 1, 2]  # the baseline, then each step
     assert "reward_model_score" in _md(result, "ppo_model")
     # the reward model and the value head live beside the language model's weights
     assert set(load_file(data / "reward_model" / "step-00000002" / "heads.safetensors")) == {"score.weight",
