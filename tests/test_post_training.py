@@ -165,3 +165,15 @@ def test_stage_runs_under_two_gloo_processes(tmp_path, stage):
     records = [json.loads(line) for line in (tmp_path / stage / "metrics.jsonl").read_text().splitlines()]
     assert next(r for r in records if r.get("event") == "start")["world_size"] == 2
     assert (tmp_path / stage / "step-00000004" / "checksums.json").exists()
+
+
+def test_zero_steps_copies_the_starting_model(tmp_path):
+    """post.<stage>.steps = 0 skips a stage in effect: its checkpoint is its starting model."""
+    from model.post_train import train
+
+    base = tiny_checkpoint(tmp_path / "data", context=384)
+    train(_run(tmp_path, "dpo", base, steps=0))
+    copied = load_file(tmp_path / "dpo" / "step-00000000" / "model.safetensors")
+    original = load_file(base / "model.safetensors")
+    assert copied.keys() == original.keys()
+    assert all(torch.equal(copied[k], original[k]) for k in original)
