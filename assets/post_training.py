@@ -6,7 +6,6 @@ import dagster as dg
 
 from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import rows_table
-from assets.training import base_model
 from pipelines import post_report
 from pipelines.post_stage import (
     CHAIN,
@@ -57,7 +56,7 @@ def _result(asset: str, spec, cached: bool, reported: dict) -> dg.MaterializeRes
           "stage": spec.config["stage"],
           "run_key": spec.key, "mlflow_run_id": summary["mlflow_run_id"],
           "lineage": dg.MetadataValue.json(spec.lineage), "config": dg.MetadataValue.json(spec.config["train"])}
-    md |= {k: v for k, v in summary["final"].items()}
+    md |= summary["final"]
     if summary["plan"]:
         md["plan"] = dg.MetadataValue.md("```\n" + summary["plan"] + "\n```")
     if summary["curve"]:
@@ -72,8 +71,11 @@ def _result(asset: str, spec, cached: bool, reported: dict) -> dg.MaterializeRes
                                 check_results=[check])
 
 
-def _post_asset(asset: str, parent, extra_deps: list):
-    @dg.asset(name=asset, deps=[parent, *extra_deps], group_name="post_training", kinds={"pytorch", "mlflow"},
+def _post_asset(asset: str):
+    stage, parent = CHAIN[asset]
+    deps = [parent, *(["reward_model"] if stage == "ppo" else [])]  # PPO is scored by the reward model
+
+    @dg.asset(name=asset, deps=deps, group_name="post_training", kinds={"pytorch", "mlflow"},
               pool=TRAINING_POOL, code_version=POST_CODE_VERSION, description=DESCRIPTIONS[asset],
               check_specs=[dg.AssetCheckSpec(CHECKS[asset][0], asset=asset)])
     def _asset(context: dg.AssetExecutionContext, settings: YunqueSettings, launcher: TorchrunLauncher,
@@ -99,9 +101,8 @@ def _post_asset(asset: str, parent, extra_deps: list):
     return _asset
 
 
-sft_model = _post_asset("sft_model", base_model, [])
-reward_model = _post_asset("reward_model", sft_model, [])
-dpo_model = _post_asset("dpo_model", sft_model, [])
-ppo_model = _post_asset("ppo_model", dpo_model, [reward_model])
-grpo_model = _post_asset("grpo_model", ppo_model, [])
-assert set(CHAIN) == {"sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model"}
+sft_model = _post_asset("sft_model")
+reward_model = _post_asset("reward_model")
+dpo_model = _post_asset("dpo_model")
+ppo_model = _post_asset("ppo_model")
+grpo_model = _post_asset("grpo_model")

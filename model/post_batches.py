@@ -54,10 +54,6 @@ def encode_reply(tok: ChatTokenizer, prompt: Sequence[dict], reply: str) -> Enco
     return Encoded(head + body, [False] * len(head) + [True] * len(body))
 
 
-def reply_start(tok: ChatTokenizer, prompt: Sequence[dict]) -> int:
-    return len(tok.encode_chat(prompt, add_generation_prompt=True))
-
-
 @dataclass
 class Batch:
     idx: torch.Tensor  # (B, T) inputs

@@ -83,7 +83,3 @@ def preferences(cfg: StageConfig, run: dict) -> tuple[list[post_data.Preference]
         return post_data.read_preferences(run["data"]), run["data"]
     return (post_data.math_preferences(cfg.examples, cfg.math_level, cfg.seed),
             f"built-in math_preferences/{cfg.math_level}")
-
-
-def rows_per_rank(items: list, d) -> list:
-    return items[d.rank::d.world] if d.world > 1 else items

@@ -7,7 +7,6 @@ the SFT model's trunk; PPO from DPO, scored by the reward model; GRPO from PPO).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 
@@ -141,7 +140,3 @@ def tiny() -> PostTrainConfig:
                       reward_model_weight=0.25, lam=1.0, **rl),
         grpo=GRPOConfig(steps=40, batch_size=16, lr=5e-5, min_lr=5e-6, warmup=5, **rl),
     )
-
-
-def stage_dict(c: StageConfig) -> dict:
-    return dataclasses.asdict(c)
