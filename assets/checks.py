@@ -5,10 +5,10 @@ import warnings
 import dagster as dg
 
 from assets.dedup import dedup_index, deduped_documents
-from assets.partitions import shards
-from pipelines.audit import exactly_once, language_purity
-from pipelines.dedup_stages import near_duplicate_sample_pairs
-from resources import YunqueSettings
+from assets.partitions import consumed_shards, shards
+from resources import CorpusStorage, YunqueSettings
+from stages.audit import exactly_once, language_purity
+from stages.dedup import near_duplicate_sample_pairs
 
 # Partitioned asset checks are a Dagster preview feature; we rely on it knowingly.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -40,13 +40,12 @@ def language_is_pure(context: dg.AssetCheckExecutionContext, settings: YunqueSet
 
 
 @dg.asset_check(asset=dedup_index)
-def no_near_duplicates_left(context: dg.AssetCheckExecutionContext, settings: YunqueSettings) -> dg.AssetCheckResult:
+def no_near_duplicates_left(context: dg.AssetCheckExecutionContext, settings: YunqueSettings,
+                            corpus: CorpusStorage) -> dg.AssetCheckResult:
     """No pair in a random sample of kept documents has estimated Jaccard >= check_jaccard."""
-    store = settings.store()
     cfg = settings.data_config()
-    registered = context.instance.get_dynamic_partitions(shards.name)
-    ready = [s for s in registered if store.manifest("minhash_signatures", s) is not None]
-    sampled, pairs = near_duplicate_sample_pairs(store, ready, cfg)
+    ready = consumed_shards(context, settings, corpus, "minhash_signatures").ready
+    sampled, pairs = near_duplicate_sample_pairs(settings.store(), ready, cfg)
     return dg.AssetCheckResult(
         passed=not pairs,
         metadata={"sampled": sampled, "threshold": cfg.dedup.check_jaccard, "pairs": len(pairs),

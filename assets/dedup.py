@@ -4,10 +4,10 @@ import dagster as dg
 
 from assets.filtering import filtered_documents
 from assets.metadata import stage_result
-from assets.partitions import shards
-from pipelines.dedup_stages import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
-from pipelines.stages import CODE_VERSIONS
+from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
+from stages.dedup import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
+from stages.ingest import CODE_VERSIONS
 
 AC = dg.AutomationCondition
 
@@ -43,15 +43,14 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
     Only shards that are still in the corpus take part: a vanished shard's documents must
     not keep (or drop) anyone."""
     store = settings.store()
-    present = {s.key for s in corpus.shards()}
-    registered = [s for s in context.instance.get_dynamic_partitions(shards.name) if s in present]
-    ready = [s for s in registered if store.manifest("minhash_signatures", s) is not None]
-    pending = sorted(set(registered) - set(ready))
+    chosen = consumed_shards(context, settings, corpus, "minhash_signatures")
+    pending = sorted(chosen.pending)
     if pending:
         context.log.warning(f"shards without signatures yet, left out of the index: {pending}")
-    if not ready:
-        raise dg.Failure(f"no shard has minhash_signatures yet (registered: {sorted(registered)})")
-    stats = dedup_index_stage(store, ready, settings.data_config())
+    if not chosen.ready:
+        raise dg.Failure(f"no shard has minhash_signatures yet (waiting: {pending}, gone from the corpus: "
+                         f"{chosen.gone})")
+    stats = dedup_index_stage(store, chosen.ready, settings.data_config())
     return stage_result(stats, None, None, path=dg.MetadataValue.path(str(store.dir("dedup_index"))),
                         pending_shards=dg.MetadataValue.json(pending))
 

@@ -19,21 +19,24 @@ from assets.jobs import dedup_job, shard_job
 from assets.sensors import shard_sensor
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from resources.corpus import default_corpus
-from yunque.env import home as default_home
+from stages.env import apply as telemetry_off
+from stages.env import home as default_home
+
+telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
 ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens, training, post_training, evaluation])
 CHECKS = dg.load_asset_checks_from_modules([checks, token_checks])
 
 
 def build_resources(home: str | None = None, corpus: str | None = None, preset: str | None = None,
-                    overrides: str | None = None, endpoint_url: str | None = None) -> dict:
+                    overrides: dict | str | None = None, endpoint_url: str | None = None) -> dict:
     """Resources from explicit values, falling back to YUNQUE_* environment variables."""
     home = home or str(default_home())
     return {
         "corpus": CorpusStorage(uri=corpus or default_corpus(),
                                 endpoint_url=endpoint_url or os.environ.get("YUNQUE_S3_ENDPOINT") or None),
-        "settings": YunqueSettings(home=home, preset=preset or os.environ.get("YUNQUE_PRESET", "tiny"),
-                                   overrides=overrides or os.environ.get("YUNQUE_OVERRIDES", "{}")),
+        "settings": YunqueSettings.build(home, preset or os.environ.get("YUNQUE_PRESET", "tiny"),
+                                         overrides or os.environ.get("YUNQUE_OVERRIDES", "{}")),
         "launcher": TorchrunLauncher(nproc_per_node=int(os.environ.get("YUNQUE_NPROC_PER_NODE", "1")),
                                      timeout_s=int(os.environ.get("YUNQUE_TRAIN_TIMEOUT", "0"))),
         "mlflow": MlflowTracking(home=home, tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", "")),

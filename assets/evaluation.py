@@ -8,15 +8,15 @@ from assets.launching import TRAINING_POOL
 from assets.metadata import rows_table
 from assets.post_training import dpo_model, grpo_model, ppo_model, sft_model
 from assets.training import base_model
-from pipelines.eval_stage import (
+from resources import MlflowTracking, YunqueSettings
+from stages.evaluation import (
     EVAL_CODE_VERSION,
     EVAL_REPORT,
     EXPORTED_MODEL,
     evaluate_all,
     export_latest,
 )
-from pipelines.store import cache_key
-from resources import MlflowTracking, YunqueSettings
+from stages.store import cache_key
 
 # The checkpoint assets the report and the export read, in chain order (the reward model
 # is not a language model to evaluate: its held-out accuracy is in its own metadata).

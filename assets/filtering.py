@@ -5,8 +5,8 @@ import dagster as dg
 from assets.ingest import clean_documents
 from assets.metadata import stage_result
 from assets.partitions import shards
-from pipelines.stages import CODE_VERSIONS, filter_stage
 from resources import YunqueSettings
+from stages.ingest import CODE_VERSIONS, filter_stage
 
 
 @dg.asset(partitions_def=shards, deps=[clean_documents], code_version=CODE_VERSIONS["filtered_documents"],

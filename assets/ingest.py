@@ -4,8 +4,8 @@ import dagster as dg
 
 from assets.metadata import stage_result
 from assets.partitions import shards
-from pipelines.stages import CODE_VERSIONS, clean_stage, read_stage
 from resources import CorpusStorage, YunqueSettings
+from stages.ingest import CODE_VERSIONS, clean_stage, read_stage
 
 
 @dg.asset(partitions_def=shards, code_version=CODE_VERSIONS["raw_documents"], group_name="data",

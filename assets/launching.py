@@ -8,10 +8,10 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.errors import DagsterPipesExecutionError  # not exported at the top level
 
-from pipelines import loss_curve
-from pipelines.pretrain_stage import RunSpec, read_metrics
 from resources import MlflowTracking, TorchrunLauncher
-from yunque.env import TELEMETRY_OFF
+from stages import loss_curve
+from stages.env import TELEMETRY_OFF
+from stages.pretrain import RunSpec, read_metrics
 
 # Training assets share one pool: with `pools: default_limit: 1` in dagster.yaml a
 # machine never runs two trainings on the same devices at once.

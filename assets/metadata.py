@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 import pyarrow.parquet as pq
 
-from pipelines.store import StageStats
+from stages.store import StageStats
 
 
 def drops_markdown(drops: dict[str, int]) -> str:

@@ -6,16 +6,16 @@ import dagster as dg
 
 from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import rows_table
-from pipelines import post_report
-from pipelines.post_stage import (
+from model.checkpoint_files import latest
+from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
+from stages import post_report
+from stages.post_train import (
     CHAIN,
     POST_CODE_VERSION,
     PostTrainError,
-    newest_checkpoint,
     prepare_post,
 )
-from pipelines.pretrain_stage import read_metrics
-from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
+from stages.pretrain import read_metrics
 
 DESCRIPTIONS = {
     "sft_model": "Supervised fine-tuning of base_model on chat conversations (built-in: math problems with worked "
@@ -44,8 +44,8 @@ CHECKS = {
 
 
 def _checkpoint_step(spec) -> int | None:
-    found = newest_checkpoint(spec.dir)
-    return int(found.name.removeprefix("step-")) if found else None
+    found = latest(spec.dir)
+    return found.step if found else None
 
 
 def _result(asset: str, spec, cached: bool, reported: dict) -> dg.MaterializeResult:
@@ -94,7 +94,7 @@ def _post_asset(asset: str):
                     "yunque.resumed_from_step": str(step or 0)}
             reported = run_program(context, spec, launcher, mlflow, "model.post_train", tags,
                                    plots=lambda: post_report.plot_run(spec))
-        if newest_checkpoint(spec.dir) is None:
+        if latest(spec.dir) is None:
             raise dg.Failure(f"{asset}: training finished but left no checkpoint under {spec.dir}")
         return _result(asset, spec, cached, reported)
 

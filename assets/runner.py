@@ -93,7 +93,7 @@ def reclaim_pool_slots(instance: dg.DagsterInstance) -> list[str]:
 
 
 def materialize_one(keys: list[str], shard: str | None, phase: int, corpus: str, preset: str,
-                    overrides: str | None, endpoint_url: str | None) -> dict:
+                    overrides: dict | str | None, endpoint_url: str | None) -> dict:
     """One Dagster run: `keys` for one shard (or the whole corpus). Module-level and
     returning plain data so that it can run in a worker process."""
     instance = dg.DagsterInstance.get()
@@ -133,16 +133,18 @@ def run_graph(
     corpus: str,
     select: str | None = None,
     preset: str = "tiny",
-    overrides: str | None = None,
+    overrides: dict | str | None = None,
     endpoint_url: str | None = None,
     on_progress: Callable[[str, str, dict], None] | None = None,
     workers: int = 1,
 ) -> RunSummary:
     """Register the corpus' shards as partitions and materialize `select` for all of them,
     `workers` shards at a time (separate processes: the stages are CPU-bound Python).
-    The Dagster instance is DagsterInstance.get() (DAGSTER_HOME, set by yunque.env)."""
+    The Dagster instance is DagsterInstance.get() (DAGSTER_HOME, set by `yunque.env.use_home`)."""
+    # A bad preset or override fails here (stages.config.ConfigError), before any run exists.
+    resources = build_resources(corpus=corpus, preset=preset, overrides=overrides, endpoint_url=endpoint_url)
     instance = dg.DagsterInstance.get()
-    shards = build_resources(corpus=corpus, endpoint_url=endpoint_url)["corpus"].shards()
+    shards = resources["corpus"].shards()
     if not shards:
         raise ValueError(f"no shards under {corpus}: expected one subdirectory (or file) per shard")
     found = [s.key for s in shards]

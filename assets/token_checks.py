@@ -2,9 +2,10 @@
 
 import dagster as dg
 
-from assets.tokens import _ready_shards, tokenizer
-from pipelines.tokenize_stages import round_trip
+from assets.partitions import consumed_shards
+from assets.tokens import tokenizer
 from resources import CorpusStorage, YunqueSettings
+from stages.tokenizer import round_trip
 
 
 @dg.asset_check(asset=tokenizer, blocking=True)
@@ -14,7 +15,7 @@ def tokenizer_round_trip(context: dg.AssetCheckExecutionContext, settings: Yunqu
     characters, special-token strings and the empty string, with the encoder the token
     shards use, which must also give the Hugging Face tokenizer's ids."""
     cfg = settings.data_config()
-    result = round_trip(settings.store(), _ready_shards(context, settings, corpus), cfg)
+    result = round_trip(settings.store(), consumed_shards(context, settings, corpus, "deduped_documents").ready, cfg)
     return dg.AssetCheckResult(
         passed=not result.failures,
         metadata={"texts_checked": result.checked, "failures": len(result.failures),

@@ -4,12 +4,12 @@ import dagster as dg
 
 from assets.dedup import deduped_documents
 from assets.metadata import rows_table
-from assets.partitions import shards
+from assets.partitions import consumed_shards, shards
 from model.config import corpus_verdict
-from pipelines.stages import CODE_VERSIONS
-from pipelines.token_shard_stage import corpus_tokens, token_shard_stage
-from pipelines.tokenize_stages import TOKEN_SHARDS, TOKENIZER, TokenizerError, tokenizer_stage
 from resources import CorpusStorage, YunqueSettings
+from stages.ingest import CODE_VERSIONS
+from stages.token_shards import corpus_tokens, token_shard_stage
+from stages.tokenizer import TOKEN_SHARDS, TOKENIZER, TokenizerError, tokenizer_stage
 
 AC = dg.AutomationCondition
 
@@ -34,13 +34,6 @@ TOKENS_CONDITION = (
 ).with_label("documents or tokenizer updated")
 
 
-def _ready_shards(context, settings: YunqueSettings, corpus: CorpusStorage) -> list[str]:
-    store = settings.store()
-    present = {s.key for s in corpus.shards()}
-    registered = [s for s in context.instance.get_dynamic_partitions(shards.name) if s in present]
-    return [s for s in registered if store.manifest("deduped_documents", s) is not None]
-
-
 @dg.asset(deps=[deduped_documents], code_version=CODE_VERSIONS[TOKENIZER], group_name="tokens",
           kinds={"huggingface"}, automation_condition=TOKENIZER_CONDITION)
 def tokenizer(context: dg.AssetExecutionContext, settings: YunqueSettings,
@@ -50,7 +43,7 @@ def tokenizer(context: dg.AssetExecutionContext, settings: YunqueSettings,
     template) with a compression report on held-out documents."""
     store = settings.store()
     cfg = settings.data_config()
-    ready = _ready_shards(context, settings, corpus)
+    ready = consumed_shards(context, settings, corpus, "deduped_documents").ready
     try:
         stats = tokenizer_stage(store, ready, cfg)
     except TokenizerError as e:
@@ -93,7 +86,7 @@ def token_shards(context: dg.AssetExecutionContext, settings: YunqueSettings,
     except (TokenizerError, FileNotFoundError) as e:
         raise dg.Failure(str(e)) from e
     x = stats.extra
-    ready = _ready_shards(context, settings, corpus)
+    ready = consumed_shards(context, settings, corpus, "deduped_documents").ready
     total = corpus_tokens(store, ready)
     vocab = store.manifest(TOKENIZER)["stats"]["extra"]["vocab_size"]
     md = {

@@ -6,10 +6,12 @@ import dagster as dg
 
 from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import rows_table
-from assets.partitions import shards as shards_def
+from assets.partitions import consumed_shards
 from assets.tokens import token_shards, tokenizer
-from pipelines import loss_curve
-from pipelines.pretrain_stage import (
+from model.checkpoint_files import latest as latest_checkpoint
+from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
+from stages import loss_curve
+from stages.pretrain import (
     BASE_MODEL,
     CODE_VERSION,
     PretrainError,
@@ -18,20 +20,6 @@ from pipelines.pretrain_stage import (
     read_metrics,
     unigram_entropy,
 )
-from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
-
-
-def _encoded_shards(context: dg.AssetExecutionContext, settings: YunqueSettings) -> list[str]:
-    store = settings.store()
-    registered = context.instance.get_dynamic_partitions(shards_def.name)
-    return [s for s in registered if store.manifest("token_shards", s) is not None]
-
-
-def _latest(spec: RunSpec):
-    from model import checkpoint as ckpt  # torch: only when a model is involved
-
-    return ckpt.latest(spec.dir)
-
 
 BEATS_UNIGRAM = "val_loss_below_unigram_entropy"
 
@@ -39,25 +27,28 @@ BEATS_UNIGRAM = "val_loss_below_unigram_entropy"
 @dg.asset(deps=[tokenizer, token_shards], group_name="training", kinds={"pytorch", "mlflow"}, pool=TRAINING_POOL,
           code_version=CODE_VERSION, check_specs=[dg.AssetCheckSpec(BEATS_UNIGRAM, asset=BASE_MODEL)])
 def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, launcher: TorchrunLauncher,
-               mlflow: MlflowTracking) -> dg.MaterializeResult:
+               mlflow: MlflowTracking, corpus: CorpusStorage) -> dg.MaterializeResult:
     """A decoder-only transformer pretrained on the token shards' training split, with
     validation loss, perplexity and bits per byte; checkpoints under data/base_model/
     (the directory resolves to its latest intact checkpoint)."""
     store = settings.store()
     cfg = settings.data_config()
+    chosen = consumed_shards(context, settings, corpus, "token_shards")
+    if chosen.pending:
+        context.log.warning(f"shards not encoded yet, left out of this run: {chosen.pending}")
     try:
-        spec = prepare(store, _encoded_shards(context, settings), cfg, BASE_MODEL)
+        spec = prepare(store, chosen.ready, cfg, BASE_MODEL)
     except PretrainError as e:
         raise dg.Failure(str(e)) from e
     entropy = unigram_entropy(spec.config["train"]["shards"])
-    latest = _latest(spec)
+    latest = latest_checkpoint(spec.dir)
     cached = latest is not None and latest.step >= spec.steps
     reported = {}
     if cached:
         context.log.info(f"{latest.path} is this run's last step ({spec.steps}): nothing to train")
     else:
         reported = _train(context, spec, launcher, mlflow, resumed_from=latest.step if latest else 0)
-        latest = _latest(spec)
+        latest = latest_checkpoint(spec.dir)
         if latest is None:
             raise dg.Failure(f"training finished but left no intact checkpoint under {spec.dir}")
     return _result(spec, latest, cached, entropy, reported)

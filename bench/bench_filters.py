@@ -1,12 +1,15 @@
-"""Quality filters: ours (`pipelines.filters`) against datatrove's, in one process.
+"""Quality filters: ours (`pipelines.data.filters`) against datatrove's, in one process.
 
-    python -m bench.bench_filters [--input GLOB] [--limit N] [--repeat R]
+    python -m bench.bench_filters [--input GLOB] [--limit N] [--rounds R] [--no-single]
 
 Both sides get the same thresholds (our config defaults), the same Spanish stop words and
 the same tokenizer, and run in the same order (Gopher repetition, Gopher quality, C4,
 FineWeb: FineWeb's pipeline), first drop wins. datatrove's filters are called through
 `.filter(doc)` per Document, without an executor, so only filter logic is timed. Timings
-are warm: a warm-up pass runs first, imports and setup are excluded, best of R repeats.
+are warm: a warm-up pass runs first, imports and setup are excluded. The two sides run
+in R interleaved rounds (ours, datatrove / datatrove, ours ...: bench.common.interleaved),
+each round on the whole input; the ratio is taken within each round, and its median and
+spread over the rounds are reported.
 
 Printed: docs/s of the whole chain and of each filter alone (each filter on the input
 text), kept counts, and decision agreement (share of documents with the same keep/drop;
@@ -17,16 +20,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import default_glob, load_texts
+from bench.common import Clocked, default_glob, interleaved, load_texts
 from pipelines.config import FilterConfig
-from pipelines.filters import C4, FineWeb, GopherQuality, GopherRepetition, QualityFilters
-from pipelines.filters.stopwords import stop_words
-from pipelines.filters.text import TextView, sentence_spans, tokenize
+from pipelines.data.filters import C4, FineWeb, GopherQuality, GopherRepetition, QualityFilters
+from pipelines.data.filters.stopwords import stop_words
+from pipelines.data.filters.text import TextView, sentence_spans, tokenize
 
 # datatrove's reason strings -> ours, to compare why documents were dropped.
 _DT_REASONS = {
@@ -157,15 +161,6 @@ def single_filters(cfg: FilterConfig) -> dict[str, Callable[[str], tuple[bool, s
     }
 
 
-def time_single(fn: Callable[[Any], Any], items: list[Any], repeat: int) -> tuple[float, list[Any]]:
-    best, res = float("inf"), []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = [fn(x) for x in items]
-        best = min(best, time.perf_counter() - t0)
-    return best, res
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -174,73 +169,82 @@ def main(argv: list[str] | None = None) -> None:
         "--input", default=default_glob("clean_documents"), help="parquet glob (doc_id, text)"
     )
     ap.add_argument("--limit", type=int, default=None, help="first N documents only")
-    ap.add_argument("--repeat", type=int, default=3, help="timed repeats, best is reported")
+    ap.add_argument("--rounds", "--repeat", dest="rounds", type=int, default=5,
+                    help="interleaved rounds (ours, datatrove, rotating) per comparison")
     ap.add_argument("--no-single", action="store_true", help="skip the per-filter timings")
     args = ap.parse_args(argv)
 
     _, texts = load_texts(args.input, args.limit)
     texts = [t or "" for t in texts]
     n_chars = sum(map(len, texts))
-    print(f"{len(texts)} documents, {n_chars / 1e6:.1f} M characters from {args.input}")
+    n = len(texts)
+    print(f"{n} documents, {n_chars / 1e6:.1f} M characters from {args.input}; {args.rounds} interleaved "
+          "rounds per comparison (ratios: datatrove seconds / ours seconds, > 1: ours faster)")
 
     cfg = FilterConfig()
     ours = QualityFilters(cfg)
     dt = build_datatrove(cfg)
     from datatrove.data import Document
 
-    # Warm-up: first calls import lazily, compile regexes, fill caches.
+    # Warm-up on a slice (first calls import lazily, compile regexes, fill caches); then
+    # each round runs both sides on the whole input, in alternating order, so that a slow
+    # spell of the machine hits both alike.
     warm = texts[: min(200, len(texts))]
     run_ours_chain(ours, warm)
     run_datatrove_chain(dt, warm)
+    singles = single_filters(cfg)
+    for name in FILTERS:
+        [singles[name](t) for t in warm]
+        [dt[name].filter(Document(text=t, id=str(i))) for i, t in enumerate(warm)]
 
-    # Alternate the two sides so that load from elsewhere on the machine hits both alike.
-    t_ours = t_dt = float("inf")
-    res_ours: list[Outcome] = []
-    res_dt: list[Outcome] = []
-    for _ in range(args.repeat):
-        res_ours, t = run_ours_chain(ours, texts)
-        t_ours = min(t_ours, t)
-        res_dt, t = run_datatrove_chain(dt, texts)
-        t_dt = min(t_dt, t)
+    def clocked(run: Callable[[], tuple[list[Outcome], float]]) -> Callable[[], Clocked]:
+        return lambda: Clocked(*reversed(run()))
 
-    rows = []
-    n = len(texts)
+    chain = interleaved({"ours": clocked(lambda: run_ours_chain(ours, texts)),
+                         "datatrove": clocked(lambda: run_datatrove_chain(dt, texts))}, args.rounds, warmup=0)
+    chain.report("datatrove", "docs/s", work=n, title="\nchain (all four):")
+    res_ours, res_dt = chain.last["ours"], chain.last["datatrove"]
     same_keep = sum(a[0] == b[0] for a, b in zip(res_ours, res_dt))
     same_reason = sum(a[1] == b[1] for a, b in zip(res_ours, res_dt))
     same_text = sum(a[2] == b[2] for a, b in zip(res_ours, res_dt) if a[0] and b[0])
     both_kept = sum(a[0] and b[0] for a, b in zip(res_ours, res_dt))
-    rows.append(("chain (all four)", n / t_ours, n / t_dt, sum(r[0] for r in res_ours),
-                 sum(r[0] for r in res_dt), same_keep / n, same_reason / n))  # fmt: skip
-
+    rows = [("chain (all four)", chain, sum(r[0] for r in res_ours), sum(r[0] for r in res_dt),
+             same_keep / n, same_reason / n)]  # fmt: skip
     disagreements: Counter[tuple[str | None, str | None]] = Counter(
         (a[1], b[1]) for a, b in zip(res_ours, res_dt) if a[1] != b[1]
     )
 
     if not args.no_single:
-        singles = single_filters(cfg)
         for name in FILTERS:
-            t_o, r_o = time_single(singles[name], texts, args.repeat)
-            f = dt[name]
-            t_d, r_d = float("inf"), []
-            for _ in range(args.repeat):
-                docs = [Document(text=t, id=str(i)) for i, t in enumerate(texts)]  # C4 edits docs
+            mine, f = singles[name], dt[name]
+
+            def theirs(f: Any = f) -> Clocked:
+                docs = [Document(text=t, id=str(i)) for i, t in enumerate(texts)]  # C4 edits docs; not timed
                 t0 = time.perf_counter()
-                r_d = [_split(f.filter(d)) for d in docs]
-                t_d = min(t_d, time.perf_counter() - t0)
+                out = [_split(f.filter(d)) for d in docs]
+                return Clocked(time.perf_counter() - t0, out)
+
+            r = interleaved({"ours": lambda mine=mine: [mine(t) for t in texts], "datatrove": theirs},
+                            args.rounds, warmup=0)
+            r.report("datatrove", "docs/s", work=n, title=f"\n{name} alone:")
+            r_o, r_d = r.last["ours"], r.last["datatrove"]
             agree = sum(a[0] == b[0] for a, b in zip(r_o, r_d)) / n
             agree_reason = sum(a[1] == _dt_reason(name, b[1]) for a, b in zip(r_o, r_d)) / n
-            rows.append((name, n / t_o, n / t_d, sum(r[0] for r in r_o), sum(r[0] for r in r_d),
-                         agree, agree_reason))  # fmt: skip
+            rows.append((name, r, sum(r[0] for r in r_o), sum(r[0] for r in r_d), agree, agree_reason))
 
     print()
-    head = f"{'filter':<18} {'ours docs/s':>12} {'dt docs/s':>10} {'ratio':>6} "
+    head = f"{'filter':<18} {'ours docs/s':>12} {'dt docs/s':>10} {'ratio':>6} {'range':>11} "
     head += f"{'kept ours':>9} {'kept dt':>8} {'agree':>7} {'reason':>7}"
     print(head)
     print("-" * len(head))
-    for name, d_o, d_d, k_o, k_d, agree, agree_r in rows:
-        print(f"{name:<18} {d_o:>12,.0f} {d_d:>10,.0f} {d_o / d_d:>5.2f}x "
-              f"{k_o:>9} {k_d:>8} {agree:>7.2%} {agree_r:>7.2%}")  # fmt: skip
-    print(f"\nchain: {n_chars / t_ours / 1e6:.1f} vs {n_chars / t_dt / 1e6:.1f} M chars/s; "
+    for name, r, k_o, k_d, agree, agree_r in rows:
+        rate = {c: statistics.median(n / t for t in r.seconds(c)) for c in ("ours", "datatrove")}
+        ratio = r.ratio("ours", "datatrove")
+        print(f"{name:<18} {rate['ours']:>12,.0f} {rate['datatrove']:>10,.0f} {ratio.median:>5.2f}x "
+              f"{ratio.lo:>5.2f}-{ratio.hi:<5.2f} {k_o:>9} {k_d:>8} {agree:>7.2%} {agree_r:>7.2%}")  # fmt: skip
+    print("(docs/s: median over rounds; ratio: median of the per-round ratios, range: min-max)")
+    mc = {c: statistics.median(n_chars / t for t in chain.seconds(c)) / 1e6 for c in ("ours", "datatrove")}
+    print(f"\nchain: {mc['ours']:.1f} vs {mc['datatrove']:.1f} M chars/s (medians); "
           f"kept texts identical: {same_text}/{both_kept}")  # fmt: skip
     if disagreements:
         print("chain reason disagreements (ours, datatrove): count")

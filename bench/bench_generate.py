@@ -3,11 +3,13 @@ transformers' `generate` on the exported model, in the same process, greedy, the
 number of new tokens for all (no stop tokens).
 
     python -m bench.bench_generate [--presets tiny,small] [--checkpoint DIR] [--new 256]
-                                   [--prompt-len 32] [--batches 1,8] [--threads 2] [--repeats 5]
+                                   [--prompt-len 32] [--batches 1,8] [--threads 2] [--rounds 5]
 
 Random weights unless --checkpoint is given (the cost does not depend on them) at the
 presets' vocabulary sizes (tiny 4,096, small 32,000); their context is raised where
-needed to fit prompt + new tokens.
+needed to fit prompt + new tokens. Ours (KV cache, fp32), ours with int8 weights and
+transformers run in interleaved rounds, rotating which goes first (bench.common.interleaved);
+each round's ratio is taken within the round, then the median and spread over rounds.
 """
 
 from __future__ import annotations
@@ -15,31 +17,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
-from bench import common  # noqa: F401 - telemetry switches
+from bench.common import Spread, interleaved  # and the telemetry switches
 from model import checkpoint as ckpt
 from model.config import preset
 from model.generate import Sampling, generate
 from model.gpt import GPT
 from model.quantize import quantize_int8, weight_bytes
-
-
-def _best_times(fns: dict, repeats: int) -> dict[str, float]:
-    """Best wall time of each function over `repeats` rounds, the functions interleaved
-    within each round, so that a slow spell of a shared machine hits all of them alike."""
-    for fn in fns.values():
-        fn()  # warm-up: allocator, kernels
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
 
 
 def _checkpoint(name: str, context: int, root: Path) -> Path:
@@ -48,10 +35,10 @@ def _checkpoint(name: str, context: int, root: Path) -> Path:
     added tokens to that size, so the output layer costs what it costs in a real run."""
     from tokenizers import AddedToken, Tokenizer
 
-    from tests.factory import tokenizer_dir
+    from bench.common import small_tokenizer
 
     cfg = dataclasses.replace(preset(name), context=context)
-    directory = tokenizer_dir(root)
+    directory = small_tokenizer(root)
     tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
     tok.add_tokens([AddedToken(f"<|unused_{i}|>", special=True) for i in range(cfg.vocab_size - tok.get_vocab_size())])
     tok.save(str(directory / "tokenizer.json"))
@@ -60,7 +47,7 @@ def _checkpoint(name: str, context: int, root: Path) -> Path:
                      tied=cfg.tie_embeddings, tokenizer=directory).path
 
 
-def bench_model(path: Path, label: str, new: int, prompt_len: int, batches: list[int], repeats: int) -> None:
+def bench_model(path: Path, label: str, new: int, prompt_len: int, batches: list[int], rounds: int) -> None:
     import transformers
 
     from model.export_hf import export_hf
@@ -76,25 +63,28 @@ def bench_model(path: Path, label: str, new: int, prompt_len: int, batches: list
     print(f"\n{label}: {loaded.model.num_params() / 1e6:.1f}M parameters, {cfg.n_layers} layers x {cfg.dim}, "
           f"prompt {prompt_len} + {new} new tokens, greedy; weights fp32 {weight_bytes(loaded.model) / 1e6:.1f} MB, "
           f"int8 {weight_bytes(q) / 1e6:.1f} MB")
-    print(f"{'batch':>5} {'ours cache':>11} {'no cache':>9} {'int8 cache':>11} {'HF generate':>12}   "
-          f"{'cache/none':>10} {'ours/HF':>8} {'int8/fp32':>9}")
     s = Sampling(max_new_tokens=new)
     for b in batches:
         prompts = torch.randint(16, cfg.vocab_size, (b, prompt_len), generator=torch.Generator().manual_seed(b))
         rows = prompts.tolist()
         with torch.inference_mode():
-            fast = _best_times({
-                "cache": lambda rows=rows: generate(loaded.model, rows, s),
-                "int8": lambda rows=rows: generate(q, rows, s),
+            r = interleaved({
+                "ours": lambda rows=rows: generate(loaded.model, rows, s),
+                "ours_int8": lambda rows=rows: generate(q, rows, s),
                 "hf": lambda p=prompts: hf.generate(p, max_new_tokens=new, min_new_tokens=new, do_sample=False,
                                                     eos_token_id=None, pad_token_id=0),
-            }, repeats)
-            # the uncached reference is slow and its cost is not in doubt: one timed run
-            slow = _best_times({"none": lambda rows=rows: generate(loaded.model, rows, s, use_cache=False)}, 1)
-        rate = {k: b * new / v for k, v in {**fast, **slow}.items()}
-        print(f"{b:>5} {rate['cache']:>11,.0f} {rate['none']:>9,.0f} {rate['int8']:>11,.0f} {rate['hf']:>12,.0f}   "
-              f"{rate['cache'] / rate['none']:>9.2f}x {rate['cache'] / rate['hf']:>7.2f}x "
-              f"{rate['int8'] / rate['cache']:>8.2f}x")
+            }, rounds)
+            # The uncached reference is an ablation of ours, not a peer, and costs tens of
+            # times more: one round of it beside the cached path, enough for its order of magnitude.
+            slow = interleaved({
+                "ours": lambda rows=rows: generate(loaded.model, rows, s),
+                "ours_no_cache": lambda rows=rows: generate(loaded.model, rows, s, use_cache=False),
+            }, 1, warmup=0)
+        r.report(baseline="hf", unit="new tokens/s", work=b * new,
+                 title=f" batch {b} ({rounds} interleaved rounds; ratios: hf seconds / ours seconds):")
+        print(f"  ours_int8 vs ours (fp32): {Spread.of(r.ratios('ours_int8', 'ours')).fmt()}")
+        print(f"  ours (KV cache) vs ours_no_cache, one round: {slow.ratios('ours', 'ours_no_cache')[0]:.2f}x "
+              f"({b * new / slow.seconds('ours_no_cache')[0]:,.0f} new tokens/s without the cache)")
     print("(new tokens per second, all rows together)")
 
 
@@ -106,18 +96,19 @@ def main() -> None:
     p.add_argument("--prompt-len", type=int, default=32)
     p.add_argument("--batches", default="1,8")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds; the best of each is kept")
+    p.add_argument("--rounds", "--repeats", dest="rounds", type=int, default=5,
+                   help="interleaved rounds (ours, ours int8, transformers, rotating)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     batches = [int(b) for b in args.batches.split(",")]
     if args.checkpoint:
-        bench_model(Path(args.checkpoint), args.checkpoint, args.new, args.prompt_len, batches, args.repeats)
+        bench_model(Path(args.checkpoint), args.checkpoint, args.new, args.prompt_len, batches, args.rounds)
         return
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.presets.split(","):
             context = max(preset(name).context, args.prompt_len + args.new + 1)
             bench_model(_checkpoint(name, context, Path(tmp) / name), name, args.new, args.prompt_len, batches,
-                        args.repeats)
+                        args.rounds)
 
 
 if __name__ == "__main__":

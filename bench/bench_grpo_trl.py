@@ -3,7 +3,7 @@
 Face TRL's GRPOTrainer, on CPU, in one process.
 
     python -m bench.bench_grpo_trl [--checkpoint DIR] [--prompts 8] [--group 8] [--max-new-tokens 80]
-                                   [--temperature 0.7] [--lr 3e-5] [--steps 3] [--threads 2]
+                                   [--temperature 0.7] [--lr 3e-5] [--rounds 5] [--threads 2]
 
 Both sides start from the same weights (TRL loads our transformers export of the
 checkpoint), take the same `--prompts` math prompts every step (the whole prompt set is one
@@ -17,12 +17,14 @@ iteration, loss normalised per reply then over replies (TRL's loss_type "grpo"),
 A step is timed from before the rollouts to after the optimizer step: ours around
 `stage.step(step, update)`, TRL's between its trainer callbacks `on_step_begin` and
 `on_step_end` (its generation runs inside the step: this script checks that the reward
-function, called after generation, ran inside every timed window). The two run
-interleaved: TRL's step k, then ours, from a trainer callback, so that a slow spell of a
-shared machine hits both alike. Step 0 of each is a warm-up; the best and the median of
-the next `--steps` are reported, with completion tokens (stop token included, as both
-count them) per second of the whole step, and the mean completion length: with the same
-weights and sampling the two should be close, which is what makes the times comparable.
+function, called after generation, ran inside every timed window). The two run in
+interleaved rounds, one step of each per round, from trainer callbacks: ours after TRL's
+step k when k is even, before it when k is odd, so that a slow spell of a shared machine
+hits both alike and neither always goes first. Step 0 of each is a warm-up; for the next
+`--rounds` rounds the per-round ratio (median, range, interquartile range) is reported,
+with completion tokens (stop token included, as both count them) per second of the whole
+step, and the mean completion length: with the same weights and sampling the two should
+be close, which is what makes the times comparable.
 
 The checkpoint defaults to $YUNQUE_HOME/data/sft_model (a directory of step-N
 checkpoints, or one step directory). Nothing is downloaded (HF_HUB_OFFLINE=1).
@@ -41,10 +43,7 @@ from pathlib import Path
 import torch
 
 from bench import common  # telemetry switches; yunque_home
-
-
-def _stats(times: list[float]) -> tuple[float, float]:
-    return min(times), statistics.median(times)
+from bench.common import Rounds, Spread
 
 
 def main() -> None:
@@ -56,7 +55,8 @@ def main() -> None:
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--beta", type=float, default=0.04, help="KL coefficient")
-    p.add_argument("--steps", type=int, default=3, help="measured steps of each, after one warm-up step")
+    p.add_argument("--rounds", "--steps", dest="rounds", type=int, default=5,
+                   help="interleaved rounds (one measured step of each), after one warm-up step")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-uniform-groups", action="store_true",
@@ -77,14 +77,14 @@ def main() -> None:
     from model.post_config import GRPOConfig
     from model.post_rl import GRPO, verifiable_reward
     from model.post_train import _optimizer
-    from pipelines.math_tasks import prompt_for, spanish_problems
+    from pipelines.tasks.math_tasks import prompt_for, spanish_problems
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     # TRL's config still spells it gradient_checkpointing, which transformers 5 renamed
     warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
     problems = spanish_problems(args.prompts, "train", "add2", args.seed)
-    cfg = GRPOConfig(steps=args.steps + 1, batch_size=args.prompts, group=args.group,
+    cfg = GRPOConfig(steps=args.rounds + 1, batch_size=args.prompts, group=args.group,
                      max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=0, iterations=1,
                      kl_coef=args.beta, clip=0.2, lr=args.lr, weight_decay=0.0, grad_clip=1.0, dtype="fp32",
                      seed=args.seed, examples=args.prompts, dev_problems=0,
@@ -142,22 +142,30 @@ def main() -> None:
         top_k=0, top_p=1.0, beta=args.beta, num_iterations=1, epsilon=0.2, loss_type="grpo", scale_rewards="group",
         learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
         adam_beta1=cfg.betas[0], adam_beta2=cfg.betas[1], weight_decay=0.0, max_grad_norm=cfg.grad_clip,
-        gradient_checkpointing=False, disable_dropout=True, use_vllm=False, max_steps=args.steps + 1,
+        gradient_checkpointing=False, disable_dropout=True, use_vllm=False, max_steps=args.rounds + 1,
         report_to="none", logging_strategy="no", save_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
     )
     assert trl_args.steps_per_generation == 1 and trl_args.generation_batch_size == args.prompts * args.group
 
     trl_steps: list[tuple[float, float]] = []
 
+    orders: list[list[str]] = []
+
     class Interleave(transformers.TrainerCallback):
-        """Times TRL's steps; after each, runs one of ours (outside TRL's window)."""
+        """Times TRL's steps and runs one of ours beside each, outside TRL's window: after
+        it on even steps, before it on odd ones, so that neither side always goes first."""
 
         def on_step_begin(self, a, state, control, **kw):
+            k = len(trl_steps)
+            orders.append(["ours", "trl"] if k % 2 else ["trl", "ours"])
+            if k % 2:
+                ours_step(k)
             self.t0 = time.perf_counter()
 
         def on_step_end(self, a, state, control, **kw):
             trl_steps.append((self.t0, time.perf_counter()))
-            ours_step(len(trl_steps) - 1)
+            if len(trl_steps) % 2:  # step k = len - 1 is even
+                ours_step(len(trl_steps) - 1)
 
     dataset = Dataset.from_list([{"prompt": prompt_for(q), "answer": float(q.answer)} for q in problems])
     trainer = GRPOTrainer(model=hf_model, reward_funcs=[reward], args=trl_args, train_dataset=dataset,
@@ -168,39 +176,40 @@ def main() -> None:
     tmp.cleanup()
 
     # generation (the reward follows it) ran inside each timed TRL step, once per step
-    assert len(trl_calls) == len(trl_steps) == len(ours) == args.steps + 1, (len(trl_calls), len(trl_steps))
+    assert len(trl_calls) == len(trl_steps) == len(ours) == args.rounds + 1, (len(trl_calls), len(trl_steps))
     assert all(t0 < c["t"] < t1 for c, (t0, t1) in zip(trl_calls, trl_steps))
     theirs = [{"s": t1 - t0, "tokens": sum(c["lengths"]), "length": sum(c["lengths"]) / len(c["lengths"]),
                "reward": c["reward"], "stopped": c["stopped"]} for c, (t0, t1) in zip(trl_calls, trl_steps)]
     ours_m, trl_m = ours[1:], theirs[1:]  # step 0: warm-up
+    rounds = Rounds(times=[{"ours": o["s"], "trl": t["s"]} for o, t in zip(ours_m, trl_m)], orders=orders[1:])
 
     def row(name: str, a: str, b: str, r: str = "") -> None:
         print(f"| {name} | {a} | {b} | {r} |")
 
-    (ob, om), (tb, tm) = _stats([m["s"] for m in ours_m]), _stats([m["s"] for m in trl_m])
-    rate = {k: [m["tokens"] / m["s"] for m in ms] for k, ms in {"ours": ours_m, "trl": trl_m}.items()}
+    secs = {k: Spread.of([m["s"] for m in ms]) for k, ms in {"ours": ours_m, "trl": trl_m}.items()}
+    rate = {k: Spread.of([m["tokens"] / m["s"] for m in ms]) for k, ms in {"ours": ours_m, "trl": trl_m}.items()}
+    rate_ratio = Spread.of([o["tokens"] / o["s"] / (t["tokens"] / t["s"]) for o, t in zip(ours_m, trl_m)])
     mean = {k: statistics.mean(m["length"] for m in ms) for k, ms in {"ours": ours_m, "trl": trl_m}.items()}
     print(f"\n{args.checkpoint}: {loaded.model.num_params() / 1e6:.2f}M parameters, "
           f"{loaded.config.n_layers} layers x {loaded.config.dim}; {args.prompts} prompts x {args.group} completions, "
           f"max {args.max_new_tokens} new tokens, temperature {args.temperature}, beta {args.beta}, lr {args.lr}, fp32; "
           f"torch threads {torch.get_num_threads()}; transformers {transformers.__version__}, "
           f"trl {__import__('trl').__version__}; prompt ids identical: {same_ids}")
-    print(f"one warm-up step, then {args.steps} measured steps of each, interleaved\n")
-    row("per step", "ours", "TRL", "speedup (TRL / ours)")
+    print(f"one warm-up step, then {args.rounds} interleaved rounds (one step of each, rotating which goes first)")
+    rounds.report("trl", title="per round, seconds per step (ratio: TRL seconds / ours seconds, > 1: ours faster):")
+    print(f"  completion tokens/s, ours vs TRL: {rate_ratio.fmt()}\n")
+    row("per step (median over rounds, range)", "ours", "TRL", "ours vs TRL (per-round ratio)")
     print("|---|---:|---:|---:|")
-    row("seconds, best", f"{ob:.3f}", f"{tb:.3f}", f"{tb / ob:.2f}x")
-    row("seconds, median", f"{om:.3f}", f"{tm:.3f}", f"{tm / om:.2f}x")
-    row("completion tokens/s, best", f"{max(rate['ours']):,.0f}", f"{max(rate['trl']):,.0f}",
-        f"{max(rate['ours']) / max(rate['trl']):.2f}x")
+    row("seconds", f"{secs['ours'].median:.3f} ({secs['ours'].lo:.3f}-{secs['ours'].hi:.3f})",
+        f"{secs['trl'].median:.3f} ({secs['trl'].lo:.3f}-{secs['trl'].hi:.3f})", rounds.ratio("ours", "trl").fmt())
+    row("completion tokens/s", f"{rate['ours'].median:,.0f} ({rate['ours'].lo:,.0f}-{rate['ours'].hi:,.0f})",
+        f"{rate['trl'].median:,.0f} ({rate['trl'].lo:,.0f}-{rate['trl'].hi:,.0f})", rate_ratio.fmt())
     row("mean completion length (tokens)", f"{mean['ours']:.1f}", f"{mean['trl']:.1f}")
     for name, key in (("mean reward", "reward"), ("fraction stopped", "stopped")):
         row(name, f"{statistics.mean(m[key] for m in ours_m):.3f}", f"{statistics.mean(m[key] for m in trl_m):.3f}")
     print(f"\n{statistics.mean(m['signal'] for m in ours_m):.2f} of our groups had a learning signal; ours "
           + ("trained on those only (--skip-uniform-groups)" if args.skip_uniform_groups else
              "trained on every completion, as TRL does"))
-    print("per-step seconds, ours:", " ".join(f"{m['s']:.3f}" for m in ours),
-          "| TRL:", " ".join(f"{m['s']:.3f}" for m in theirs), "(first: warm-up)")
-
 
 if __name__ == "__main__":
     main()

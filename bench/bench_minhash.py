@@ -1,13 +1,15 @@
 """Our MinHash + LSH against datatrove's four-stage MinHash pipeline, on the same documents.
 
-    python -m bench.bench_minhash [--input GLOB] [--limit N] [--repeat N]
+    python -m bench.bench_minhash [--input GLOB] [--limit N] [--rounds N]
                                   [--precision 32|64] [--crosscheck] [--profile]
 
 Both sides start from texts in memory (the parquet is read once, before either clock):
 ours gets the strings, datatrove a list of `Document`s (built outside its clock) yielded
 by its first pipeline step, so no reader is timed on either side. All that datatrove then
 does (signature files, sorting, bucket merge, union-find, .remove files, the filter pass,
-its logs, the executor's manager process) counts: that is what running it costs.
+its logs, the executor's manager process) counts: that is what running it costs. The two
+run in interleaved rounds (bench.common.interleaved), one warm-up call each first; the
+per-round ratio's median and spread are reported. Agreement figures use the last round.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import importlib
 import io
 import os
 import pstats
+import statistics
 import sys
 import tempfile
 import time
@@ -28,10 +31,10 @@ from itertools import combinations
 
 import numpy as np
 
-from bench.common import default_glob, load_texts
+from bench.common import Clocked, default_glob, interleaved, load_texts
 from pipelines.config import DedupConfig
-from pipelines.dedup import Clusters, lsh_clusters
-from pipelines.minhash import EMPTY, compute_signatures, normalize_for_dedup
+from pipelines.data.dedup import Clusters, lsh_clusters
+from pipelines.data.minhash import EMPTY, compute_signatures, normalize_for_dedup
 
 
 def import_datatrove_minhash() -> types.ModuleType:
@@ -95,13 +98,8 @@ def datatrove_steps(cfg: DedupConfig, precision: int, sig_dir: str) -> tuple[obj
     from datatrove.utils.hashing import HashConfig
 
     mh = import_datatrove_minhash()
-    config = mh.MinhashConfig(
-        n_grams=cfg.ngram,
-        num_buckets=cfg.bands,
-        hashes_per_bucket=cfg.rows,
-        seed=cfg.seed,
-        hash_config=HashConfig(precision=precision, hash_fc="xxhash"),
-    )
+    config = mh.MinhashConfig(n_grams=cfg.ngram, num_buckets=cfg.bands, hashes_per_bucket=cfg.rows, seed=cfg.seed,
+                              hash_config=HashConfig(precision=precision, hash_fc="xxhash"))
     step = mh.MinhashDedupSignature(sig_dir, config, language=split_tokenizer())
     step._hash_func = xxhash_of_str(precision)
     return config, step
@@ -141,9 +139,7 @@ def run_datatrove(
     ]
     times: dict[str, float] = {}
     for name, pipeline, tasks in stages:
-        ex = LocalPipelineExecutor(
-            pipeline, tasks=tasks, workers=1, logging_dir=os.path.join(workdir, "logs", name)
-        )
+        ex = LocalPipelineExecutor(pipeline, tasks=tasks, workers=1, logging_dir=os.path.join(workdir, "logs", name))
         t0 = time.perf_counter()
         with contextlib.redirect_stderr(io.StringIO()):  # its INFO logs and tqdm bars
             ex.run()
@@ -192,12 +188,9 @@ def explain(only: set[tuple[str, str]], text_of: dict[str, str], n: int, label: 
     rows = [(j(normalize_for_dedup, a, b), j(dt_norm, a, b), a, b) for a, b in sorted(only)]
     ours, dt = (np.array([r[k] for r in rows]) for k in (0, 1))
     short = sum(len(simplify_text(text_of[d]).split()) < n for d in {d for p in only for d in p})
-    print(
-        f"  {label}: {len(rows)} pairs; true J (our norm) median {np.median(ours):.2f}"
-        f" min {ours.min():.2f} max {ours.max():.2f}; (datatrove norm) median"
-        f" {np.median(dt):.2f}; |gap| > 0.1 in {int((abs(ours - dt) > 0.1).sum())};"
-        f" docs under {n} words: {short}"
-    )
+    print(f"  {label}: {len(rows)} pairs; true J (our norm) median {np.median(ours):.2f}"
+          f" min {ours.min():.2f} max {ours.max():.2f}; (datatrove norm) median {np.median(dt):.2f};"
+          f" |gap| > 0.1 in {int((abs(ours - dt) > 0.1).sum())}; docs under {n} words: {short}")
     for ja, jb, a, b in sorted(rows, key=lambda r: -abs(r[0] - r[1]))[:3]:
         print(f"    {ja:.2f} / {jb:.2f}  {a}  ~  {b}")
 
@@ -240,7 +233,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--input", default=default_glob("filtered_documents"))
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--repeat", type=int, default=1, help="best of N runs of each side")
+    ap.add_argument("--rounds", "--repeat", dest="rounds", type=int, default=9,
+                    help="interleaved rounds (ours, datatrove, rotating)")
     # 32 mirrors ours (32-bit shingle hashes, permutations masked to 32 bits)
     ap.add_argument("--precision", type=int, choices=(32, 64), default=32)
     ap.add_argument("--crosscheck", action="store_true", help="our LSH on datatrove's sigs")
@@ -254,14 +248,27 @@ def main(argv: list[str] | None = None) -> None:
     n = len(texts)
     print(f"{n} documents, {sum(map(len, texts)) / 1e6:.1f} M characters from {args.input}")
 
-    best: dict[str, dict[str, float]] = {}
-    for _ in range(args.repeat):  # alternate the two, keep each one's fastest run
-        t_ours, cl = run_ours(doc_ids, texts, cfg)
-        with tempfile.TemporaryDirectory(prefix="bench_minhash_") as tmp:
-            t_dt, dt_assign, dt_kept = run_datatrove(doc_ids, texts, cfg, tmp, args.precision)
-        for k, t in (("ours", t_ours), ("dt", t_dt)):
-            best[k] = min(best.get(k, t), t, key=lambda x: x["total"])
-    t_ours, t_dt = best["ours"], best["dt"]
+    stages: dict[str, list[dict[str, float]]] = {"ours": [], "datatrove": []}
+
+    def ours() -> Clocked:
+        t, cl = run_ours(doc_ids, texts, cfg)
+        stages["ours"].append(t)
+        return Clocked(t["total"], cl)
+
+    def theirs() -> Clocked:
+        with tempfile.TemporaryDirectory(prefix="bench_minhash_") as tmp:  # setup: not timed
+            t, assign, kept = run_datatrove(doc_ids, texts, cfg, tmp, args.precision)
+        stages["datatrove"].append(t)
+        return Clocked(t["total"], (assign, kept))
+
+    # Rounds alternate which side goes first, so a slow spell of the machine hits both
+    # alike; the per-round ratio, its median and spread are what to quote.
+    rounds = interleaved({"ours": ours, "datatrove": theirs}, args.rounds)
+    cl, (dt_assign, dt_kept) = rounds.last["ours"], rounds.last["datatrove"]
+    rounds.report("datatrove", "docs/s", work=n, title=f"{args.rounds} interleaved rounds, after one warm-up "
+                  f"each ({args.precision}-bit datatrove; ratios: datatrove seconds / ours seconds, > 1: ours faster):")
+    t_ours, t_dt = ({k: statistics.median(t[k] for t in stages[side][1:]) for k in stages[side][0]}
+                    for side in ("ours", "datatrove"))  # [1:]: not the warm-up
 
     ours_groups, ours_removed = ours_groups_removed(cl, doc_ids)
     ours_assign = {d for g in ours_groups for d in g}
@@ -271,30 +278,21 @@ def main(argv: list[str] | None = None) -> None:
     # min doc_id" of its clusters separates clustering differences from keeper choice.
     dt_removed_min = {d for g in dt_groups for d in g if d != min(g)}
 
-    print(f"ours:      {n / t_ours['total']:8.0f} docs/s  ({fmt(t_ours)})")
-    print(f"datatrove: {n / t_dt['total']:8.0f} docs/s  ({fmt(t_dt)}; {args.precision}-bit)")
-    print(f"ratio ours/datatrove: {t_dt['total'] / t_ours['total']:.1f}x")
+    print(f"median stage seconds: ours {fmt(t_ours)}; datatrove {fmt(t_dt)}")
     print(f"clusters (size >= 2), ours / datatrove: {same_groups(ours_groups, dt_groups)}")
     print(f"removed: ours {len(ours_removed)}, datatrove {len(dt_removed)}")
-    print(
-        f"Jaccard of removed sets: {jaccard(ours_removed, dt_removed):.3f} as run,"
-        f" {jaccard(ours_removed, dt_removed_min):.3f} with min-doc_id keepers on both"
-    )
+    print(f"Jaccard of removed sets: {jaccard(ours_removed, dt_removed):.3f} as run,"
+          f" {jaccard(ours_removed, dt_removed_min):.3f} with min-doc_id keepers on both")
     in_dt = sum(d in dt_assign for d in ours_removed)
-    print(
-        f"ours removed that are in a datatrove cluster: {in_dt}/{len(ours_removed)};"
-        f" datatrove removed in one of ours: {sum(d in ours_assign for d in dt_removed)}"
-        f"/{len(dt_removed)}"
-    )
+    print(f"ours removed that are in a datatrove cluster: {in_dt}/{len(ours_removed)}; datatrove removed in"
+          f" one of ours: {sum(d in ours_assign for d in dt_removed)}/{len(dt_removed)}")
     po, pd = co_pairs(ours_groups), co_pairs(dt_groups)
     print(f"same-cluster pairs: ours {len(po)}, datatrove {len(pd)}, both {len(po & pd)}")
     # Chance baseline: the same method with other random permutations.
     other = lsh_clusters(compute_signatures(texts, DedupConfig(seed=2)), doc_ids, cfg)
     o_groups, o_removed = ours_groups_removed(other, doc_ids)
-    print(
-        f"ours seed 1 vs seed 2: {same_groups(ours_groups, o_groups)}, removed-set"
-        f" Jaccard {jaccard(ours_removed, o_removed):.3f}"
-    )
+    print(f"ours seed 1 vs seed 2: {same_groups(ours_groups, o_groups)}, removed-set"
+          f" Jaccard {jaccard(ours_removed, o_removed):.3f}")
     if args.crosscheck and args.precision == 32:
         # Our LSH + union on datatrove's own signatures must give datatrove's clusters.
         x = lsh_clusters(datatrove_signatures(texts, cfg), doc_ids, cfg)

@@ -22,10 +22,10 @@ CHAIN = ("sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model")
 
 
 def _accuracy(path: str, problems: int) -> dict:
+    from model.config import EvalConfig
     from model.evaluate import math_accuracy
     from model.load import load
-    from pipelines import math_tasks
-    from pipelines.config import EvalConfig
+    from pipelines.tasks import math_tasks
 
     loaded = load(path)
     r = math_accuracy(loaded, math_tasks.math_eval_set("es_add2", problems), EvalConfig(batch_size=50))

@@ -1,19 +1,22 @@
 """Tokenizer training time and encode throughput, our batch path against tiktoken and
 Hugging Face `tokenizers`, on the same documents in the same run.
 
-    python -m bench.bench_tokenizer [--input GLOB] [--vocab N] [--repeat N] [--threads N]
+    python -m bench.bench_tokenizer [--input GLOB] [--vocab N] [--rounds N] [--threads N]
 
-Training: `pipelines.tokenizer.train_bpe` (HF `tokenizers` BpeTrainer) on every input text.
+Training: `pipelines.tokens.tokenizer.train_bpe` (HF `tokenizers` BpeTrainer) on every input text.
 Encoding, each given the texts in memory and the same number of threads:
   ours      `DocumentEncoder.encode_arrays` (tiktoken's encode_to_numpy on a thread pool)
             + packing into the uint16 token array and offsets that token_shards writes
-            (pipelines.token_format.SplitWriter)
+            (pipelines.tokens.token_format.SplitWriter)
   tiktoken  `tiktoken.Encoding(pat_str=our split pattern, mergeable_ranks=the bytes of
             each vocabulary entry)`.encode_batch (the reasoning tags allowed, as in ours):
             the peer, no packing
   hf        `tokenizers.Tokenizer.encode_batch_fast` on the trained tokenizer.json (what
             `transformers` users get)
-All three must give identical ids on every document, or the benchmark fails.
+All three must give identical ids on every document, or the benchmark fails. They run in
+interleaved rounds, rotating which goes first (bench.common.interleaved); ratios are
+taken within each round, and their median and spread over the rounds are reported.
+Training is timed once: it has no peer here (train_bpe is HF's trainer).
 """
 
 from __future__ import annotations
@@ -26,18 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import default_glob, load_texts
-from pipelines.token_format import SplitWriter, token_dtype
-from pipelines.tokenizer import DocumentEncoder, save_pretrained, tiktoken_encoding, train_bpe
-
-
-def best_of(repeat: int, fn) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+from bench.common import Spread, default_glob, interleaved, load_texts
+from pipelines.tokens.token_format import SplitWriter, token_dtype
+from pipelines.tokens.tokenizer import (
+    DocumentEncoder,
+    save_pretrained,
+    tiktoken_encoding,
+    train_bpe,
+)
 
 
 def main() -> None:
@@ -45,7 +44,8 @@ def main() -> None:
     p.add_argument("--input", default=default_glob("clean_documents"),
                    help="parquet glob of documents (default: the sample's clean_documents)")
     p.add_argument("--vocab", type=int, default=8192)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--rounds", "--repeat", dest="rounds", type=int, default=5,
+                   help="interleaved encode rounds (ours, tiktoken, hf, rotating)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = p.parse_args()
     # before the first tokenizers call, which sizes its thread pool for the process
@@ -77,29 +77,27 @@ def main() -> None:
         def run_hf():
             return [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
 
-        results = {
-            "ours": best_of(args.repeat, run_ours),
-            "tiktoken": best_of(args.repeat, lambda: peer.encode_batch(
-                texts, num_threads=args.threads, allowed_special=ours.TAGS, disallowed_special=())),
-            "hf": best_of(args.repeat, run_hf),
-        }
+        def run_tiktoken():
+            return peer.encode_batch(texts, num_threads=args.threads, allowed_special=ours.TAGS,
+                                     disallowed_special=())
+
+        rounds = interleaved({"ours": run_ours, "tiktoken": run_tiktoken, "hf": run_hf}, args.rounds)
         packed = np.fromfile(Path(d) / "bench.bin", dtype)
-    results["ours"] = (results["ours"][0], [a.tolist() for a in results["ours"][1]])
-    ref = results["ours"][1]
-    for name, (_, ids) in results.items():
-        same = sum(a == b for a, b in zip(ids, ref))
+    ref = [a.tolist() for a in rounds.last["ours"]]
+    for name in ("tiktoken", "hf"):
+        same = sum(a == b for a, b in zip(rounds.last[name], ref))
         if same != len(ref):
             raise SystemExit(f"{name}: {len(ref) - same} documents with different ids than ours")
     tokens = sum(map(len, ref))
     assert len(packed) == tokens + len(ref)  # one end-of-document token each
     print(f"identical ids on all {len(ref):,} documents; {tokens:,} tokens, "
           f"{mb * 1e6 / tokens:.2f} bytes/token")
-    print(f"{'encoder':<10} {'seconds':>8} {'MB/s':>8} {'Mtok/s':>8}")
-    for name, (sec, _) in results.items():
-        print(f"{name:<10} {sec:>8.2f} {mb / sec:>8.2f} {tokens / sec / 1e6:>8.2f}")
-    o, t, h = (results[k][0] for k in ("ours", "tiktoken", "hf"))
-    print(f"ours / tiktoken throughput: {t / o:.2f}x; ours / hf: {h / o:.2f}x")
-
+    rounds.report("tiktoken", "MB/s", work=mb, title=f"encode, {args.rounds} interleaved rounds "
+                  "(ratios: tiktoken seconds / case seconds, > 1: faster than tiktoken):")
+    for name in rounds.cases:
+        rate = Spread.of([tokens / s / 1e6 for s in rounds.seconds(name)])
+        print(f"  {name}: {rate.fmt('.2f', 'Mtok/s')}")
+    print(f"  ours vs hf: {rounds.ratio('ours', 'hf').fmt()} (> 1: ours faster)")
 
 if __name__ == "__main__":
     main()

@@ -1,12 +1,17 @@
-"""Shared input loading for the benchmarks: texts from a stage's parquet output."""
+"""Shared pieces of the benchmarks: texts from a stage's parquet output, a small tokenizer,
+and interleaved side-by-side timing (`interleaved`, `Rounds`)."""
 
 from __future__ import annotations
 
 import glob
 import os
+import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 for _k, _v in {
     "DAGSTER_DISABLE_TELEMETRY": "1",
@@ -46,3 +51,128 @@ def timed(label: str, out: dict[str, float]) -> Iterator[None]:
     t0 = time.perf_counter()
     yield
     out[label] = time.perf_counter() - t0
+
+
+def small_tokenizer(root: Path, vocab: int = 400) -> Path:
+    """A byte-level BPE tokenizer trained on generated Spanish word problems, saved as the
+    tokenizer asset saves it (for benchmarks that need a checkpoint, not a corpus)."""
+    from pipelines.tasks.math_tasks import reference_completion, spanish_problems
+    from pipelines.tokens.tokenizer import save_pretrained, train_bpe
+
+    texts = [f"{p.question} {reference_completion(p)}" for p in spanish_problems(300, "train", "add2", 0)]
+    directory = root / "tokenizer"
+    save_pretrained(train_bpe(texts, vocab), directory, max_length=64)
+    return directory
+
+
+# --- interleaved side-by-side timing ---------------------------------------------------
+# On a shared machine a slow spell that hits one side only (all of ours, then all of
+# theirs) turns into a fake speed ratio. Running the cases round by round, in a rotating
+# order, makes each round a side-by-side comparison under the same load; the spread of the
+# per-round ratios then says how far the figure can be trusted.
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median, range and interquartile range of per-round values."""
+
+    median: float
+    lo: float
+    hi: float
+    q1: float
+    q3: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        v = sorted(values)
+        if len(v) < 2:
+            return cls(v[0], v[0], v[0], v[0], v[0])
+        q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive")
+        return cls(statistics.median(v), v[0], v[-1], q1, q3)
+
+    def fmt(self, spec: str = ".2f", unit: str = "x") -> str:
+        """"median 1.23x (range 1.01-1.40, IQR 1.15-1.30)": the unit once, after the median."""
+        sep = " " if len(unit) > 1 else ""
+        return (f"median {self.median:{spec}}{sep}{unit} (range {self.lo:{spec}}-{self.hi:{spec}}, "
+                f"IQR {self.q1:{spec}}-{self.q3:{spec}})")
+
+
+@dataclass
+class Rounds:
+    """Seconds per case per round (`times[r][case]`), the order each round ran in, and
+    each case's return value from the last round (for correctness checks)."""
+
+    times: list[dict[str, float]] = field(default_factory=list)
+    orders: list[list[str]] = field(default_factory=list)
+    last: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cases(self) -> list[str]:
+        return list(self.times[0]) if self.times else []
+
+    def seconds(self, case: str) -> list[float]:
+        return [t[case] for t in self.times]
+
+    def ratios(self, case: str, baseline: str) -> list[float]:
+        """Per round: baseline seconds / case seconds, i.e. how many times faster `case` is
+        than `baseline` in that round (> 1: faster)."""
+        return [t[baseline] / t[case] for t in self.times]
+
+    def ratio(self, case: str, baseline: str) -> Spread:
+        return Spread.of(self.ratios(case, baseline))
+
+    def report(self, baseline: str, unit: str = "items/s", work: float | Mapping[str, float] | None = None,
+               title: str = "", compare: Sequence[str] | None = None) -> None:
+        """One line per round (seconds of each case, in the order they ran, and the speed of
+        each case in `compare` (default: all but the baseline) relative to `baseline` in that
+        round), then the median ratio with its spread and, if `work` (items per call, one
+        number, or one per case for the cases to show) is given, median throughputs."""
+        others = list(compare) if compare is not None else [c for c in self.cases if c != baseline]
+        if title:
+            print(title)
+        for r, (t, order) in enumerate(zip(self.times, self.orders)):
+            secs = "  ".join(f"{c} {t[c]:.3f}s" for c in order)
+            rel = "  ".join(f"{c}/{baseline} {t[baseline] / t[c]:.2f}x" for c in others)
+            print(f"  round {r + 1}: {secs} | {rel}")
+        for c in others:
+            print(f"  {c} vs {baseline}: {self.ratio(c, baseline).fmt()} over {len(self.times)} rounds "
+                  f"(> 1: {c} faster)")
+        if work is not None:
+            for c in self.cases:
+                w = work.get(c) if isinstance(work, Mapping) else work
+                if w is not None:
+                    print(f"  {c}: {Spread.of([w / s for s in self.seconds(c)]).fmt(',.1f', unit)}")
+
+
+@dataclass(frozen=True)
+class Clocked:
+    """What a case returns when it times itself (to leave its own setup, e.g. building
+    input objects, off the clock): `interleaved` records `seconds`, and `value` as the result."""
+
+    seconds: float
+    value: Any
+
+
+def interleaved(cases: Mapping[str, Callable[[], Any]], rounds: int, warmup: int = 1) -> Rounds:
+    """Run every case `warmup` times untimed, then `rounds` rounds of one call each (a case
+    that returns `Clocked` gives its own seconds). Round r
+    starts at case r mod k (ours, theirs / theirs, ours for two cases), so that no case
+    always runs first, after the same neighbour, or on a cache the other left warm."""
+    names = list(cases)
+    for _ in range(warmup):
+        for name in names:
+            cases[name]()
+    out = Rounds()
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        times: dict[str, float] = {}
+        for name in order:
+            t0 = time.perf_counter()
+            res = cases[name]()
+            times[name] = time.perf_counter() - t0
+            if isinstance(res, Clocked):
+                times[name], res = res.seconds, res.value
+            out.last[name] = res
+        out.times.append({n: times[n] for n in names})  # stable column order
+        out.orders.append(order)
+    return out

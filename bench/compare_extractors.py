@@ -1,11 +1,12 @@
 """resiliparse vs trafilatura on the sample corpus's HTML, side by side, same process.
 
-    python -m bench.compare_extractors --corpus DIR [--limit N] [--shards a,b/c,...]
+    python -m bench.compare_extractors --corpus DIR [--limit N] [--shards a,b/c,...] [--rounds 3]
 
 For each shard (a folder under DIR; default: libreoffice-help-es, debian-reference-es and
 the es-ES part of debian-handbook) it prints, per extractor: documents/s (extraction only,
-files already in memory), mean output characters, empty-output rate, and a boilerplate
-proxy: the share of output lines (>= 20 chars) that occur in >= 5% of the shard's
+files already in memory; the two run in interleaved rounds, and the median, the per-round
+speed ratio and its spread are shown), mean output characters, empty-output rate, and a
+boilerplate proxy: the share of output lines (>= 20 chars) that occur in >= 5% of the shard's
 documents (menus, footers, navigation repeated across pages). Then a few lines each
 extractor keeps that the other drops: the most frequent ones (systematic differences) and
 a few one-off ones (content). Output text goes through `normalize_text` as in the pipeline.
@@ -17,13 +18,13 @@ import argparse
 import math
 import random
 import re
-import time
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import common  # noqa: F401  (sets DO_NOT_TRACK and the other telemetry switches)
-from pipelines.extract import EXTRACTORS, html_to_text, normalize_text
+from bench.common import Rounds, Spread, interleaved  # (importing it sets the telemetry switches)
+from pipelines.data.extract import EXTRACTORS, html_to_text, normalize_text
 
 DEFAULT_SHARDS = ("libreoffice-help-es", "debian-reference-es", "debian-handbook/es-ES")
 MIN_LINE = 20  # shorter lines (headings, "Véase también") are too generic to be evidence
@@ -67,12 +68,14 @@ def load_html(root: Path, limit: int | None, seed: int = 0) -> tuple[list[str], 
     ]
 
 
-def run_extractor(name: str, pages: list[str]) -> Result:
-    html_to_text("<html><body><p>warm up</p></body></html>", name)  # imports, config caches
-    t0 = time.perf_counter()
-    raw = [html_to_text(h, name) for h in pages]
-    seconds = time.perf_counter() - t0
-    return Result(seconds=seconds, texts=[normalize_text(t) for t in raw])
+def run_extractors(pages: list[str], rounds: int) -> tuple[dict[str, Result], Rounds]:
+    """Both extractors on every page, in `rounds` interleaved rounds (bench.common): a slow
+    spell of the shared machine then hits both alike. Output from the last round."""
+    for e in EXTRACTORS:
+        html_to_text("<html><body><p>warm up</p></body></html>", e)  # imports, config caches
+    r = interleaved({e: lambda e=e: [html_to_text(h, e) for h in pages] for e in EXTRACTORS}, rounds, warmup=0)
+    return {e: Result(seconds=statistics.median(r.seconds(e)), texts=[normalize_text(t) for t in r.last[e]])
+            for e in EXTRACTORS}, r
 
 
 def boilerplate_share(texts: list[str]) -> tuple[float, set[str]]:
@@ -110,14 +113,17 @@ def _show(label: str, counts: Counter[str], n_docs: int, k: int) -> None:
         print(f"    [1 doc] {line[:110]}")
 
 
-def compare_shard(name: str, root: Path, limit: int | None, examples: int) -> dict[str, dict]:
+def compare_shard(name: str, root: Path, limit: int | None, examples: int, rounds: int) -> dict[str, dict]:
     _, pages = load_html(root, limit)
     if not pages:
         print(f"\n== {name}: no HTML under {root}, skipped")
         return {}
     mb = sum(len(p.encode("utf-8")) for p in pages) / 1e6
     print(f"\n== {name}: {len(pages)} documents, {mb:.1f} MB of HTML")
-    results = {e: run_extractor(e, pages) for e in EXTRACTORS}
+    results, timing = run_extractors(pages, rounds)
+    a, b = EXTRACTORS
+    timing.report(b, "docs/s", work=len(pages), title=f"  {rounds} interleaved rounds ({b} seconds / {a} seconds, "
+                  f"> 1: {a} faster):")
     stats: dict[str, dict] = {}
     print(f"  {'extractor':<12} {'docs/s':>9} {'mean chars':>11} {'empty':>7} {'boilerplate':>12}")
     for e, r in results.items():
@@ -135,8 +141,9 @@ def compare_shard(name: str, root: Path, limit: int | None, examples: int) -> di
             f"  {e:<12} {s['docs_per_s']:>9.1f} {s['mean_chars']:>11.0f} "
             f"{s['empty']:>7.1%} {s['boilerplate']:>12.1%}"
         )
-    a, b = EXTRACTORS
-    print(f"  speed ratio {a}/{b}: {stats[a]['docs_per_s'] / stats[b]['docs_per_s']:.1f}x")
+    print(f"  speed ratio {a}/{b}: {timing.ratio(a, b).fmt()}")
+    for e in EXTRACTORS:
+        stats[e]["round_seconds"] = timing.seconds(e)
     _show(
         f"kept by {a}, dropped by {b}",
         only_in(results[a].texts, results[b].texts),
@@ -160,20 +167,23 @@ def main(argv: list[str] | None = None) -> None:
         "--shards", default=",".join(DEFAULT_SHARDS), help="comma-separated folders under --corpus"
     )
     ap.add_argument("--examples", type=int, default=3, help="example lines of each kind")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per shard")
     args = ap.parse_args(argv)
 
     totals = {
         e: {"docs": 0, "seconds": 0.0, "chars": 0.0, "empty": 0.0, "bp": 0.0} for e in EXTRACTORS
     }
+    per_round: dict[str, list[float]] = {e: [0.0] * args.rounds for e in EXTRACTORS}
     for shard in args.shards.split(","):
-        for e, s in compare_shard(shard, args.corpus / shard, args.limit, args.examples).items():
+        for e, s in compare_shard(shard, args.corpus / shard, args.limit, args.examples, args.rounds).items():
             t = totals[e]
             t["docs"] += s["docs"]
             t["seconds"] += s["seconds"]
             t["chars"] += s["mean_chars"] * s["docs"]
             t["empty"] += s["empty"] * s["docs"]
             t["bp"] += s["boilerplate"] * s["docs"]  # document-weighted mean of shard shares
-    print("\n== all shards")
+            per_round[e] = [x + y for x, y in zip(per_round[e], s["round_seconds"])]
+    print("\n== all shards (docs/s from the sum of the shards' median seconds)")
     for e, t in totals.items():
         if t["docs"]:
             n = t["docs"]
@@ -183,9 +193,9 @@ def main(argv: list[str] | None = None) -> None:
             )
     a, b = EXTRACTORS
     if totals[a]["docs"] and totals[b]["docs"]:
-        ratio = (totals[b]["seconds"]) / totals[a]["seconds"]
-        print(f"  {a} is {ratio:.1f}x faster than {b}")
-
+        # round r of every shard ran under about the same load: sum them, then compare
+        ratio = Spread.of([tb / ta for ta, tb in zip(per_round[a], per_round[b])])
+        print(f"  {a} vs {b}, all shards, per round: {ratio.fmt()} (> 1: {a} faster)")
 
 if __name__ == "__main__":
     main()

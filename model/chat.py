@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipelines.tokenizer import END_OF_TURN, EOT, ROLES, TOKENIZER_FILE
+from pipelines.tokens.tokenizer import END_OF_TURN, EOT, ROLES, TOKENIZER_FILE
 
 
 class ChatTokenizer:
@@ -50,7 +50,7 @@ class ChatTokenizer:
         return self.text.decode(list(ids), skip_special_tokens=False)
 
     def encode_chat(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> list[int]:
-        """pipelines.tokenizer.CHAT_TEMPLATE, segment by segment: <|role|> "\\n" content
+        """pipelines.tokens.tokenizer.CHAT_TEMPLATE, segment by segment: <|role|> "\\n" content
         <|end|> "\\n" per message, then <|assistant|> "\\n" to prompt a reply."""
         ids: list[int] = []
         for m in messages:

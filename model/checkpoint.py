@@ -18,43 +18,30 @@ newest one is skipped with a warning.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
-log = logging.getLogger(__name__)
-PREFIX = "step-"
-FILES = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
-TOKENIZER_DIR = "tokenizer"
-HEADS = "heads.safetensors"
+# The layout without torch (listing, verification), re-exported: callers use model.checkpoint.
+from model.checkpoint_files import (  # noqa: F401
+    FILES,
+    HEADS,
+    PREFIX,
+    TOKENIZER_DIR,
+    Checkpoint,
+    all_checkpoints,
+    latest,
+    sha256_file,
+    verify,
+)
 
 
 class CheckpointError(RuntimeError):
     pass
-
-
-@dataclass
-class Checkpoint:
-    path: Path
-    step: int
-
-    def state(self) -> dict:
-        return json.loads((self.path / "state.json").read_text())
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _fsync(path: Path) -> None:
@@ -92,7 +79,7 @@ def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_stat
         names += sorted(str(p.relative_to(tmp)) for p in (tmp / TOKENIZER_DIR).rglob("*") if p.is_file())
     for name in names:
         _fsync(tmp / name)
-    (tmp / "checksums.json").write_text(json.dumps({n: _sha256(tmp / n) for n in names}, indent=1))
+    (tmp / "checksums.json").write_text(json.dumps({n: sha256_file(tmp / n) for n in names}, indent=1))
     _fsync(tmp / "checksums.json")
     if final.exists():  # a re-run of the same step (resumed from an older one)
         shutil.rmtree(final)
@@ -101,43 +88,6 @@ def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_stat
     for old in all_checkpoints(root)[:-keep]:
         shutil.rmtree(old.path, ignore_errors=True)
     return Checkpoint(final, step)
-
-
-def all_checkpoints(root: Path) -> list[Checkpoint]:
-    if not root.exists():
-        return []
-    found = [Checkpoint(p, int(p.name[len(PREFIX):])) for p in root.iterdir()
-             if p.is_dir() and p.name.startswith(PREFIX) and p.name[len(PREFIX):].isdigit()]
-    return sorted(found, key=lambda c: c.step)
-
-
-def verify(ckpt: Checkpoint) -> str | None:
-    """None if intact, else what is wrong."""
-    sums = ckpt.path / "checksums.json"
-    if not sums.exists():
-        return "no checksums.json (incomplete)"
-    expected = json.loads(sums.read_text())
-    for name in sorted(set(FILES) | set(expected)):
-        path = ckpt.path / name
-        if not path.exists():
-            return f"{name} missing"
-        if _sha256(path) != expected.get(name):
-            return f"{name} checksum mismatch"
-    return None
-
-
-def latest(path: str | Path) -> Checkpoint | None:
-    """The newest intact checkpoint under `path` (an asset directory such as
-    data/base_model), or `path` itself if it is one checkpoint."""
-    path = Path(path)
-    candidates = [Checkpoint(path, int(path.name[len(PREFIX):]))] if path.name.startswith(PREFIX) \
-        else all_checkpoints(path)
-    for ckpt in reversed(candidates):
-        problem = verify(ckpt)
-        if problem is None:
-            return ckpt
-        log.warning("checkpoint %s is unusable (%s); trying the previous one", ckpt.path, problem)
-    return None
 
 
 def load_weights(ckpt: Checkpoint, model: torch.nn.Module) -> None:

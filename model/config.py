@@ -9,22 +9,26 @@ small shapes (they would be half the parameters otherwise).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from pipelines.config import Fraction, NonNegFloat, NonNegInt, PosFloat, PosInt, section
 
 
-@dataclass
+@section
 class ModelConfig:
-    dim: int = 768
-    n_layers: int = 12
-    n_heads: int = 12
-    n_kv_heads: int | None = None  # grouped-query attention when < n_heads
-    ffn_dim: int = 2048
-    context: int = 1024
-    vocab_size: int = 32_000  # replaced by the tokenizer's at training time
+    dim: PosInt = 768
+    n_layers: PosInt = 12
+    n_heads: PosInt = 12
+    n_kv_heads: PosInt | None = None  # grouped-query attention when < n_heads
+    ffn_dim: PosInt = 2048
+    context: PosInt = 1024
+    vocab_size: PosInt = 32_000  # replaced by the tokenizer's at training time
     tie_embeddings: bool = True
     qk_norm: bool = False
-    rope_theta: float = 10_000.0
-    norm_eps: float = 1e-5
+    rope_theta: PosFloat = 10_000.0
+    norm_eps: PosFloat = 1e-5
 
     @property
     def head_dim(self) -> int:
@@ -46,9 +50,6 @@ class ModelConfig:
         embed = v * self.dim * (1 if self.tie_embeddings else 2)
         return self.n_layers * layer + embed + self.dim  # final norm
 
-    def with_vocab(self, vocab_size: int) -> ModelConfig:
-        return dataclasses.replace(self, vocab_size=vocab_size)
-
 
 def tiny() -> ModelConfig:
     """About 1.4M parameters at a 4096 vocabulary: trains on 2 CPU cores in minutes."""
@@ -56,7 +57,7 @@ def tiny() -> ModelConfig:
 
 
 def small() -> ModelConfig:
-    """About 25M parameters at a 32k vocabulary."""
+    """About 23M parameters at a 32k vocabulary."""
     return ModelConfig(dim=384, n_layers=6, n_heads=6, ffn_dim=1024, context=512)
 
 
@@ -98,7 +99,7 @@ def corpus_verdict(train_tokens: int, vocab_size: int) -> list[dict]:
     return rows
 
 
-@dataclass
+@section
 class TrainConfig:
     """One pretraining run. `shards` and `out` are filled in by the launcher (the asset
     or the CLI); the rest is the recipe, and part of the run's identity."""
@@ -106,35 +107,35 @@ class TrainConfig:
     shards: list[str] = dataclasses.field(default_factory=list)  # token_shards directories
     out: str = "checkpoints"
     tokenizer: str = ""  # tokenizer directory, copied into every checkpoint
-    steps: int = 1000
-    batch_size: int = 8  # sequences per rank per micro-step
-    seq_len: int = 256
-    grad_accum: int = 1
+    steps: PosInt = 1000
+    batch_size: PosInt = 8  # sequences per rank per micro-step
+    seq_len: PosInt = 256
+    grad_accum: PosInt = 1
     # > 0: grad_accum is derived so that a step is at least this many tokens over all ranks
-    tokens_per_step: int = 0
-    optimizer: str = "adamw"  # or "muon": Muon for hidden matrices, AdamW for the rest
-    lr: float = 3e-3
-    min_lr: float = 3e-4
-    muon_lr: float = 0.02
-    warmup: int = 50
-    schedule: str = "cosine"  # or "wsd"
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    grad_clip: float = 1.0
-    dtype: str = "fp32"  # "bf16": autocast (weights and optimizer stay fp32)
+    tokens_per_step: NonNegInt = 0
+    optimizer: Literal["adamw", "muon"] = "adamw"  # muon: Muon for hidden matrices, AdamW for the rest
+    lr: PosFloat = 3e-3
+    min_lr: NonNegFloat = 3e-4
+    muon_lr: PosFloat = 0.02
+    warmup: NonNegInt = 50
+    schedule: Literal["cosine", "wsd"] = "cosine"  # wsd: warmup-stable-decay
+    weight_decay: NonNegFloat = 0.1
+    betas: tuple[Fraction, Fraction] = (0.9, 0.95)
+    grad_clip: NonNegFloat = 1.0
+    dtype: Literal["fp32", "bf16"] = "fp32"  # "bf16": autocast (weights and optimizer stay fp32)
     compile: bool = False  # torch.compile the model (inductor; needs a C++ compiler on CPU)
     fsdp: bool = False  # FSDP2 (fully_shard) instead of DDP when WORLD_SIZE > 1
-    eval_every: int = 100
-    eval_batches: int = 20
-    checkpoint_every: int = 500
-    keep_checkpoints: int = 3
+    eval_every: PosInt = 100
+    eval_batches: PosInt = 20
+    checkpoint_every: PosInt = 500
+    keep_checkpoints: PosInt = 3
     seed: int = 0
-    on_nonfinite: str = "stop"  # or "skip": drop the step's update
-    spike_factor: float = 0.0  # > 0: a loss above factor x the running mean is a spike (stop/skip)
-    threads: int = 0  # torch intra-op threads on CPU (0: leave torch's default)
+    on_nonfinite: Literal["stop", "skip"] = "stop"  # skip: drop the step's update
+    spike_factor: NonNegFloat = 0.0  # > 0: a loss above factor x the running mean is a spike (stop/skip)
+    threads: NonNegInt = 0  # torch intra-op threads on CPU (0: leave torch's default)
     activation_checkpointing: bool = False
     preflight: bool = True  # refuse a run whose memory estimate exceeds the device
-    warmup_probe_steps: int = 3  # steps timed before training for the plan's time estimate (0: none)
+    warmup_probe_steps: NonNegInt = 3  # steps timed before training for the plan's time estimate (0: none)
 
     def micro_steps(self, world_size: int) -> int:
         if self.tokens_per_step <= 0:
@@ -149,7 +150,7 @@ RUNTIME_FIELDS = ("shards", "out", "tokenizer", "threads", "preflight", "warmup_
 
 
 def train_tiny() -> TrainConfig:
-    """Sized to the sample corpus on 2 CPU cores (see README: a few minutes)."""
+    """Sized to the sample corpus on 2 CPU cores: a few minutes (docs/recipes.md)."""
     # 1600 steps of 2,048 tokens are ~8 epochs of the sample's 409k training tokens:
     # validation loss still falls at the end (3.83 nats against a unigram entropy of 6.8),
     # in about 3 minutes compiled (bf16 autocast, ~19k tokens/s; eager ~12k).
@@ -161,3 +162,38 @@ def train_default() -> TrainConfig:
     return TrainConfig(steps=20_000, batch_size=16, seq_len=1024, tokens_per_step=524_288, lr=6e-4,
                        min_lr=6e-5, warmup=700, dtype="bf16", compile=True, eval_every=500,
                        checkpoint_every=500)
+
+
+# Evaluation and export: how every checkpoint is measured and written out.
+SAMPLE_PROMPTS = (
+    "La instalación de Debian",
+    "El sistema de archivos",
+    "Para configurar la red,",
+    "En la hoja de cálculo, pulse",
+    "Había una vez",
+)
+
+
+@section
+class EvalConfig:
+    """eval_report: what every checkpoint is measured on (the same for every stage)."""
+    val_batches: PosInt = 50  # batches of train.batch_size x train.seq_len validation tokens (at most)
+    prompts: tuple[str, ...] = SAMPLE_PROMPTS  # generation samples, plain continuations
+    sample_tokens: PosInt = 64
+    temperature: NonNegFloat = 0.8
+    top_k: NonNegInt = 50
+    top_p: Annotated[float, Field(gt=0, le=1)] = 0.95
+    seed: int = 0
+    math_set: str = "es_add2"  # held-out problems only (pipelines/tasks/math_tasks.py)
+    math_problems: NonNegInt = 200
+    math_file: str = ""  # a GSM8K-format jsonl, evaluated as well when given
+    math_max_new_tokens: PosInt = 96  # a column-by-column worked addition is about 70 tokens
+    batch_size: PosInt = 32  # prompts decoded at once
+    repetition_threshold: Fraction = 0.5  # repeated 4-gram rate of a sample that raises the alarm
+    overfit_window: PosInt = 3  # evaluation points compared by the overfitting alarm
+
+
+@section
+class ExportConfig:
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # of model.safetensors
+    gguf: tuple[Literal["f16", "q8_0", "q4_0"], ...] = ("f16", "q8_0", "q4_0")  # a model-<type>.gguf for each; () for none

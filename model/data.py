@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipelines.token_format import TokenShard, TokenShardError
+from pipelines.tokens.token_format import TokenShard, TokenShardError
 
 
 class LoaderStateError(ValueError):

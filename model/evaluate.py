@@ -15,12 +15,12 @@ from pathlib import Path
 import torch
 
 from model.checkpoint import Checkpoint
+from model.config import EvalConfig
 from model.data import validation_batches, validation_bytes_per_token
 from model.generate import Sampling, generate
 from model.load import Loaded, load
-from pipelines import math_tasks
-from pipelines.config import EvalConfig
-from pipelines.textstats import repetition
+from pipelines.tasks import math_tasks
+from pipelines.tasks.textstats import repetition
 
 Progress = Callable[[str], None]
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from model.config import ModelConfig
-from pipelines.tokenizer import (
+from pipelines.tokens.tokenizer import (
     CHAT_TEMPLATE,
     CONTROL_TOKENS,
     END_OF_TURN,

@@ -3,8 +3,10 @@
 parameter names, so that export is a copy of the state dict.
 
 Shapes in comments: B batch, T time, D model width, H query heads, K key/value heads,
-E head dimension, V vocabulary. No parallelism in here: DDP/FSDP, compile and activation
-checkpointing are applied from the outside (model/parallel.py), torchtitan-style.
+E head dimension, V vocabulary. No parallelism in here: DDP/FSDP and compile are applied
+from the outside (model/parallel.py), torchtitan-style. Activation checkpointing is the one
+exception, a flag on the model (`activation_checkpointing`, set by the training program):
+it wraps each block's forward in `torch.utils.checkpoint` inside `forward` below.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import torch
 
 from model.load import Loaded
 from model.post_config import StageConfig
-from pipelines import post_data
+from pipelines.tasks import post_data
 
 Update = Callable[[torch.Tensor], float]  # backward, clip, optimizer step; returns the gradient norm
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from model import checkpoint as ckpt
+from model.config import EvalConfig
 from model.evaluate import math_accuracy
 from model.generate import Sampling, stream
 from model.load import load
@@ -27,10 +28,9 @@ from model.post_losses import (
     whiten,
 )
 from model.post_sft import padded
-from pipelines import math_tasks
-from pipelines.config import EvalConfig
-from pipelines.math_answers import extract_answer, has_reasoning_format, is_correct
-from pipelines.post_data import math_problems
+from pipelines.tasks import math_tasks
+from pipelines.tasks.math_answers import extract_answer, has_reasoning_format, is_correct
+from pipelines.tasks.post_data import math_problems
 
 
 @dataclass

@@ -8,7 +8,7 @@ from model.post_batches import Encoded, Epochs, collate, encode_conversation, en
 from model.post_common import Stage, Update, autocast, conversations, preferences
 from model.post_heads import RewardModel
 from model.post_losses import bradley_terry_loss, sft_loss
-from pipelines.post_data import split_heldout
+from pipelines.tasks.post_data import split_heldout
 
 
 def mask_check(tok, messages: list[dict], row: Encoded) -> dict:

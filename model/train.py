@@ -32,7 +32,7 @@ from model.data import TokenWindows, validation_batches, validation_bytes_per_to
 from model.gpt import GPT
 from model.schedule import lr_at
 from model.sinks import Reporter, run_reported
-from pipelines.token_format import TokenShard
+from pipelines.tokens.token_format import TokenShard
 
 
 class TrainingStopped(RuntimeError):

@@ -7,8 +7,8 @@ from typing import Any
 
 import dagster as dg
 
-from pipelines.corpus import ShardInfo, list_shards, open_corpus
-from yunque.env import home
+from pipelines.data.corpus import ShardInfo, list_shards, open_corpus
+from stages.env import home
 
 
 def default_corpus() -> str:

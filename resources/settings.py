@@ -1,28 +1,39 @@
-"""Run settings: the Yunque home (where outputs land) and the preset + overrides that
-build the one configuration tree (`pipelines.config`)."""
+"""Run settings: the Yunque home (where outputs land) and the preset + typed overrides
+that build the one configuration tree (`stages.config`)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import dagster as dg
+from pydantic import Field
 
-from pipelines.config import DataConfig, preset
-from pipelines.store import DataStore
+from resources.overrides import ConfigOverrides, PresetName, as_dict
+from stages.config import ConfigError, YunqueConfig, nest, preset
+from stages.store import DataStore
 
 
 class YunqueSettings(dg.ConfigurableResource):
-    home: str
-    preset: str = "tiny"
-    # JSON object of dotted overrides, e.g. {"langid.threshold": 0.5}
-    overrides: str = "{}"
+    # "" means $YUNQUE_HOME (or ./.yunque), so that a launchpad config need not repeat it
+    home: str = Field(default="", description="where outputs land (default: $YUNQUE_HOME)")
+    preset: PresetName = Field(default=PresetName.tiny, description="the configuration preset")
+    # Every field of the tree, optional: what is left empty keeps the preset's value.
+    overrides: ConfigOverrides = Field(default_factory=ConfigOverrides)
 
-    def data_config(self) -> DataConfig:
+    @classmethod
+    def build(cls, home: str, preset_name: str, overrides: dict[str, Any] | str | None) -> YunqueSettings:
+        """From a preset name and JSON-shaped overrides (dotted or nested keys, or a JSON
+        string of them), checked in full first so that a bad value fails here, naming the key."""
+        raw = json.loads(overrides) if isinstance(overrides, str) else dict(overrides or {})
+        preset(preset_name, raw)
+        return cls(home=home, preset=PresetName(preset_name), overrides=ConfigOverrides.model_validate(nest(raw)))
+
+    def data_config(self) -> YunqueConfig:
         try:
-            overrides = json.loads(self.overrides or "{}")
-        except json.JSONDecodeError as e:
-            raise dg.Failure(f"YunqueSettings.overrides is not valid JSON: {e}") from e
-        return preset(self.preset, overrides)
+            return preset(self.preset.value, as_dict(self.overrides))
+        except ConfigError as e:
+            raise dg.Failure(f"settings: {e}") from e
 
     def store(self) -> DataStore:
-        return DataStore(self.home)
+        return DataStore(self.home or None)

@@ -1,7 +1,7 @@
 """MLflow tracking: a sqlite store under $YUNQUE_HOME/mlflow (`mlflow ui
 --backend-store-uri sqlite:///$YUNQUE_HOME/mlflow/mlflow.db` reads it) or any tracking
 server. A small resource of our own rather than dagster-mlflow, whose hook leaves runs
-RUNNING after asset materializations (DESIGN.md)."""
+RUNNING after asset materializations."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ _env.apply()  # telemetry off, no hub downloads: the same switches as every entr
 def s3_server() -> Iterator[str]:
     """A real S3 protocol server (moto) on 127.0.0.1 and a free port; yields its URL.
 
-    Buckets are created without a region in client_kwargs (DESIGN pitfall); the region
+    Buckets are created without a region in client_kwargs (moto mishandles it); the region
     comes from AWS_DEFAULT_REGION.
     """
     from moto.server import ThreadedMotoServer

@@ -96,7 +96,7 @@ def add_shard(root: Path, name: str, seed: int = 1, docs: int = 3) -> Path:
 
 def tokenizer_dir(root: Path, vocab: int = 400, seed: int = 0) -> Path:
     """A byte-level BPE tokenizer trained on generated Spanish, saved as the asset saves it."""
-    from pipelines.tokenizer import save_pretrained, train_bpe
+    from pipelines.tokens.tokenizer import save_pretrained, train_bpe
 
     rng = random.Random(seed)
     texts = [spanish_text(rng) + " 12 + 34 = 46. ¿Cuánto es 7 por 8? <answer>56</answer>" for _ in range(60)]

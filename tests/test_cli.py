@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 
 import polars as pl
+import pytest
 
 from tests.factory import write_two_shards
 
@@ -61,3 +64,33 @@ def test_vocabulary_too_large_for_the_corpus_is_a_clear_error(tmp_path):
     assert "tokenizer" in p.stderr and "lower tokenizer.vocab_size" in p.stderr, p.stderr
     assert "[foro] deduped_documents" in p.stdout
     assert not (tmp_path / "home" / "data" / "token_shards").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--overrides", '{"dedup": 5}'], "config key 'dedup' is a section"),
+    (["--overrides", '{"langid.treshold": 0.5}'], "did you mean 'langid.threshold'?"),
+    (["--overrides", '{"train.steps": "100"}'], "config key 'train.steps': Input should be a valid integer"),
+    (["--overrides", "{not json"], "--overrides is not valid JSON"),
+    (["--preset", "huge"], "unknown preset 'huge'"),
+])
+def test_bad_configuration_fails_fast_before_any_run(tmp_path, args, message):
+    """One line naming the key, in well under 10 s, and no Dagster instance, run or output."""
+    corpus = tmp_path / "corpus"
+    write_two_shards(corpus)
+    home = tmp_path / "home"
+    t0 = time.monotonic()
+    p = yunque("--home", str(home), "run", "--corpus", str(corpus), *args)
+    assert time.monotonic() - t0 < 10
+    assert p.returncode == 2 and message in p.stderr
+    assert p.stderr.count("\n") == 1 and p.stdout == ""
+    assert not home.exists()
+
+
+def test_config_show_and_schema(tmp_path):
+    p = yunque("config", "show", "--preset", "tiny", "--overrides", '{"langid.threshold": 0.5, "model": "small"}')
+    assert p.returncode == 0, p.stderr
+    tree = json.loads(p.stdout)
+    assert tree["langid"]["threshold"] == 0.5 and tree["model"]["dim"] == 384 and tree["train"]["steps"] == 1600
+    p = yunque("config", "schema")
+    assert p.returncode == 0
+    assert "TrainConfig" in json.loads(p.stdout)["$defs"]

@@ -1,6 +1,8 @@
+import json
+
 import pytest
 
-from pipelines.config import preset
+from stages.config import ConfigError, nest, preset, schema
 
 
 def test_dotted_and_nested_overrides():
@@ -10,11 +12,78 @@ def test_dotted_and_nested_overrides():
     assert cfg.dedup.num_perm == 112  # 14 bands x 8 rows
 
 
-def test_unknown_override_and_preset_are_errors():
-    with pytest.raises(ValueError, match="unknown config field 'nope' on LangIdConfig"):
-        preset("tiny", {"langid.nope": 1})
-    with pytest.raises(ValueError, match="unknown preset"):
-        preset("huge")
+def test_nest_merges_dotted_and_nested_forms():
+    assert nest({"a.b": 1, "a": {"c": 2}, "d": 3}) == {"a": {"b": 1, "c": 2}, "d": 3}
+    assert nest({"a.b.c": 1, "a": {"b": {"d": 2}}}) == {"a": {"b": {"c": 1, "d": 2}}}
+
+
+@pytest.mark.parametrize("overrides", [{"model.n_layers": 3, "model": "small"},
+                                       {"model": "small", "model.n_layers": 3},
+                                       {"model": {"preset": "small", "n_layers": 3}}])
+def test_model_preset_then_its_fields_in_any_order(overrides):
+    cfg = preset("tiny", overrides)
+    assert (cfg.model.dim, cfg.model.n_layers) == (384, 3)
+
+
+@pytest.mark.parametrize("overrides", [{"dedup": 5, "dedup.ngram": 3}, {"dedup.ngram": 3, "dedup": 5}])
+def test_a_key_given_a_value_and_fields_is_an_error_in_any_order(overrides):
+    with pytest.raises(ConfigError, match="config key 'dedup' is given both a value and fields"):
+        preset("tiny", overrides)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"langid.nope": 1}, "unknown config key 'langid.nope'"),
+    ({"langid.treshold": 0.5}, "unknown config key 'langid.treshold' (did you mean 'langid.threshold'?)"),
+    ({"trian.steps": 5}, "(did you mean 'train'?)"),
+    ({"dedup": 5}, "config key 'dedup' is a section, not a value: set its fields, e.g. 'dedup.ngram'"),
+    ({"post.sft": "fast"}, "config key 'post.sft' is a section"),
+    ({"train.steps.x": 1}, "config key 'train.steps' is a value, not a section"),
+    ({"langid.threshold": "0.9"}, "config key 'langid.threshold': Input should be a valid number"),
+    ({"train.steps": "100"}, "config key 'train.steps': Input should be a valid integer"),
+    ({"train.steps": 0}, "config key 'train.steps': Input should be greater than or equal to 1"),
+    ({"train.steps": 2.5}, "config key 'train.steps'"),
+    ({"langid.threshold": 1.5}, "config key 'langid.threshold': Input should be less than or equal to 1"),
+    ({"train.dtype": "fp16"}, "config key 'train.dtype': Input should be 'fp32' or 'bf16'"),
+    ({"post.dpo.loss": "ipo"}, "config key 'post.dpo.loss': Input should be 'dpo', 'orpo' or 'kto'"),
+    ({"post.grpo.group": 1}, "config key 'post.grpo.group': Input should be greater than or equal to 2"),
+    ({"post.grpo.temperature": 0}, "config key 'post.grpo.temperature': Input should be greater than 0"),
+    ({"export.gguf": ["q5_k"]}, "config key 'export.gguf.0'"),
+    ({"tokenizer.vocab_size": 100}, "config key 'tokenizer.vocab_size': Input should be greater than or equal to 272"),
+    ({"model.n_kv_heads": "2"}, "config key 'model.n_kv_heads': Input should be a valid integer"),
+    ({"post.ppo.minibatches": 99}, "post.ppo.minibatches must be between 1 and batch_size"),
+    ({"train.seq_len": 4096}, "train.seq_len (4096) exceeds model.context (256)"),
+    ({"langid.language": "en"}, "must name the same language"),
+    ({"model": "huge"}, "unknown model preset 'huge'"),
+])
+def test_bad_overrides_fail_with_one_line_naming_the_key(overrides, message):
+    with pytest.raises(ConfigError) as e:
+        preset("tiny", overrides)
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_preset_suggests_the_closest():
+    with pytest.raises(ConfigError, match=r"unknown preset 'tinny' \(did you mean 'tiny'\?\); choose one of"):
+        preset("tinny")
+
+
+def test_json_types_a_user_writes_are_accepted():
+    cfg = preset("tiny", {"post.ppo.betas": [0.9, 0.999], "train.lr": 1, "export.gguf": [],
+                          "model.n_kv_heads": None, "model": "small"})
+    assert cfg.post.ppo.betas == (0.9, 0.999) and cfg.train.lr == 1.0 and cfg.export.gguf == ()
+    assert cfg.model.dim == 384  # the small preset
+
+
+def test_sections_validate_assignment():
+    cfg = preset("tiny")
+    with pytest.raises(ValueError, match="threshold"):
+        cfg.langid.threshold = 2.0
+
+
+def test_resolved_tree_round_trips_through_json():
+    cfg = preset("tiny", {"dedup.bands": 20})
+    again = preset("tiny", json.loads(json.dumps(cfg.to_dict())))
+    assert again == cfg
 
 
 def test_section_hash_only_changes_with_its_section():
@@ -24,7 +93,13 @@ def test_section_hash_only_changes_with_its_section():
 
 
 def test_languages_must_agree():
-    with pytest.raises(ValueError, match="must name the same language"):
-        preset("tiny", {"langid.language": "en"})
     cfg = preset("tiny", {"langid.language": "en", "filters.language": "en"})
     assert cfg.langid.language == cfg.filters.language == "en"
+
+
+def test_schema_describes_every_section():
+    s = schema()
+    text = json.dumps(s)
+    for name in ("reader", "filters", "langid", "dedup", "tokenizer", "model", "train", "post", "eval", "export"):
+        assert name in s["properties"]
+    assert '"fp32"' in text and '"minimum": 1' in text

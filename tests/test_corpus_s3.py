@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.config import ReaderConfig
-from pipelines.corpus import list_shards, open_corpus
-from pipelines.readers import read_shard
+from pipelines.data.corpus import list_shards, open_corpus
+from pipelines.data.readers import read_shard
 
 PREFIX = "corpus/v1"
 
@@ -36,7 +36,7 @@ def write_corpus(root: Path) -> None:
 
 
 def client(endpoint: str) -> Any:
-    # No region_name here (DESIGN pitfall with moto); AWS_DEFAULT_REGION applies.
+    # No region_name here: moto mishandles it in client_kwargs; AWS_DEFAULT_REGION applies.
     return boto3.client(
         "s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing"
     )

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from pipelines.config import DedupConfig
-from pipelines.dedup import (
+from pipelines.data.dedup import (
     drop_lines,
     estimated_jaccard_pairs,
     lsh_clusters,
     paragraph_drops,
     paragraph_hashes,
 )
-from pipelines.minhash import EMPTY, compute_signatures
+from pipelines.data.minhash import EMPTY, compute_signatures
 
 CFG = DedupConfig()
 N_RANDOM = 200

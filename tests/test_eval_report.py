@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines import eval_report
-from pipelines.textstats import distinct_n, repeated_ngram_rate, repetition
+from pipelines.tasks.textstats import distinct_n, repeated_ngram_rate, repetition
+from stages import eval_report
 
 
 def test_repetition_measures():

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from pipelines.extract import EXTRACTORS, decode_html, html_to_text, normalize_text
+from pipelines.data.extract import EXTRACTORS, decode_html, html_to_text, normalize_text
 
 MAIN = (
     "La tortilla de patatas es uno de los platos más conocidos de la cocina española. Se "

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from pipelines.config import FilterConfig, apply_overrides
-from pipelines.filters import (
+from pipelines.config import FilterConfig
+from pipelines.data.filters import (
     REASONS,
     FilterOutcome,
     QualityFilters,
@@ -19,9 +19,10 @@ from pipelines.filters import (
     stop_words,
     tokenize,
 )
-from pipelines.filters.fineweb import FineWeb
-from pipelines.filters.gopher_repetition import NgramIndex
-from pipelines.filters.text import count_sentences, sentence_spans
+from pipelines.data.filters.fineweb import FineWeb
+from pipelines.data.filters.gopher_repetition import NgramIndex
+from pipelines.data.filters.text import count_sentences, sentence_spans
+from stages.config import preset
 
 SPANISH = """La biblioteca municipal y el software libre
 
@@ -189,7 +190,7 @@ _CASES: list[tuple[str, str, dict]] = [
 
 
 def make_cfg(overrides: dict) -> FilterConfig:
-    return apply_overrides(FilterConfig(), overrides)
+    return preset("default", {f"filters.{k}": v for k, v in overrides.items()}).filters
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +343,7 @@ def test_symbols_are_not_words() -> None:
     """Deliberate difference: a token without a letter or digit is a symbol, so "¿", "¡",
     "▸", "•" do not count towards min_doc_words (datatrove's fixed punctuation list misses
     them and would count 52 words here)."""
-    from pipelines.filters.gopher_quality import GopherQuality
+    from pipelines.data.filters.gopher_quality import GopherQuality
 
     words = SHORT.split()
     text = " ".join(words[:47] + ["¿", "¡", "▸", "•", "y", "de"])

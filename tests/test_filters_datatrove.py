@@ -8,7 +8,7 @@ import random
 import pytest
 
 from pipelines.config import FilterConfig
-from pipelines.filters import QualityFilters
+from pipelines.data.filters import QualityFilters
 from tests.test_filters import _CASES, SHORT_LINES, SPANISH, make_cfg
 
 

@@ -95,7 +95,7 @@ def test_whole_data_graph(home, corpus):
     from transformers import AutoTokenizer
 
     from model.data import TokenWindows
-    from pipelines.token_format import TokenShard
+    from pipelines.tokens.token_format import TokenShard
 
     tok = AutoTokenizer.from_pretrained(home / "data" / "tokenizer")
     assert len(tok) == 512

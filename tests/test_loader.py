@@ -14,7 +14,7 @@ from model.data import (
     validation_batches,
     validation_bytes_per_token,
 )
-from pipelines.token_format import FORMAT, HEADER, SplitWriter, TokenShardError
+from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter, TokenShardError
 
 
 def _shard(root, name: str, lengths: list[int], start: int, tok_hash: str = "h1", bytes_per_token: float = 0.0):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import math_tasks as mt
-from pipelines.math_tasks import (
+from pipelines.tasks import math_tasks as mt
+from pipelines.tasks.math_tasks import (
     INSTRUCTION,
     MathProblem,
     MathTaskError,

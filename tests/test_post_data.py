@@ -7,9 +7,9 @@ import pytest
 from model.chat import ChatTokenizer
 from model.post_batches import IGNORE, Epochs, collate, encode_conversation, encode_reply, fit
 from model.post_sft import mask_check
-from pipelines import math_tasks
-from pipelines.math_answers import extract_answer, has_reasoning_format, is_correct
-from pipelines.post_data import (
+from pipelines.tasks import math_tasks
+from pipelines.tasks.math_answers import extract_answer, has_reasoning_format, is_correct
+from pipelines.tasks.post_data import (
     PostDataError,
     math_preferences,
     math_sft,

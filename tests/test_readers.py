@@ -18,9 +18,9 @@ import pytest
 import zstandard
 
 from pipelines.config import ReaderConfig
-from pipelines.corpus import list_shards, open_corpus
-from pipelines.documents import Document, Rejection
-from pipelines.readers import READ_REASONS, read_shard
+from pipelines.data.corpus import list_shards, open_corpus
+from pipelines.data.documents import Document, Rejection
+from pipelines.data.readers import READ_REASONS, read_shard
 
 GOOD = "El administrador revisa los archivos de registro cada semana."
 
@@ -203,7 +203,7 @@ def test_malformed_jsonl_among_good(tmp_path: Path, caplog: pytest.LogCaptureFix
     good = json.dumps({"text": GOOD})
     lines = [good, '{"text": "sin cerrar', good, good]
     bad = "".join(line + "\n" for line in lines)
-    with caplog.at_level(logging.WARNING, logger="pipelines.readers"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.data.readers"):
         rej = check_case(
             tmp_path, "mensajes.jsonl", bad.encode(), "malformed_json", also_kept=("1", "3", "4")
         )

@@ -16,8 +16,8 @@ import pytest
 import zstandard
 
 from pipelines.config import ReaderConfig
-from pipelines.corpus import list_shard_files, list_shards, open_corpus, shard_key
-from pipelines.readers import detect_format, iter_shard, read_shard
+from pipelines.data.corpus import list_shard_files, list_shards, open_corpus, shard_key
+from pipelines.data.readers import detect_format, iter_shard, read_shard
 
 TEXTS = ["Primera línea del manual.\nSegunda línea.", "El núcleo se actualiza.", "¿Año 2024?"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import sample
-from pipelines.sample import SampleFetchError, fetch_sample, render_man_page, split_fortunes
+from pipelines.data import sample
+from pipelines.data.sample import SampleFetchError, fetch_sample, render_man_page, split_fortunes
 
 needs_groff = pytest.mark.skipif(shutil.which("groff") is None, reason="groff not installed")
 needs_dpkg = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb not installed")

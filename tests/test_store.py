@@ -6,13 +6,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.audit import exactly_once
-from pipelines.config import preset
-from pipelines.corpus import list_shards, open_corpus
-from pipelines.dedup_stages import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
-from pipelines.documents import Rejection, rejections_table
-from pipelines.stages import clean_stage, filter_stage, read_stage
-from pipelines.store import DataStore, StageStats
+from pipelines.data.corpus import list_shards, open_corpus
+from pipelines.data.documents import Rejection, rejections_table
+from stages.audit import exactly_once
+from stages.config import preset
+from stages.dedup import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
+from stages.ingest import clean_stage, filter_stage, read_stage
+from stages.store import DataStore, StageStats
 from tests.factory import write_two_shards
 
 

@@ -10,13 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipelines.config import preset
-from pipelines.stages import FILTERED_SCHEMA
-from pipelines.store import DataStore, StageStats
-from pipelines.token_format import TokenShard, TokenShardError, token_dtype
-from pipelines.token_shard_stage import token_shard_stage
-from pipelines.tokenize_stages import round_trip, tokenizer_stage
-from pipelines.tokenizer import (
+from pipelines.tokens.token_format import TokenShard, TokenShardError, token_dtype
+from pipelines.tokens.tokenizer import (
     CHAT_TEMPLATE,
     CONTROL_TOKENS,
     EOT,
@@ -30,6 +25,11 @@ from pipelines.tokenizer import (
     tiktoken_encoding,
     train_bpe,
 )
+from stages.config import preset
+from stages.ingest import FILTERED_SCHEMA
+from stages.store import DataStore, StageStats
+from stages.token_shards import token_shard_stage
+from stages.tokenizer import round_trip, tokenizer_stage
 from tests.factory import spanish_text
 
 
@@ -230,7 +230,7 @@ def test_a_truncated_token_shard_is_refused_and_rebuilt(store):
 
 
 def test_a_failed_write_leaves_no_staging_files(store, monkeypatch):
-    import pipelines.token_shard_stage as ts
+    import stages.token_shards as ts
 
     cfg = _cfg()
     tokenizer_stage(store, ["a", "b"], cfg)
@@ -246,7 +246,7 @@ def test_a_failed_write_leaves_no_staging_files(store, monkeypatch):
 
 
 def test_encoder_disagreeing_with_hf_falls_back_to_hf(store, monkeypatch):
-    import pipelines.token_shard_stage as ts
+    import stages.token_shards as ts
 
     cfg = _cfg()
     tokenizer_stage(store, ["a", "b"], cfg)

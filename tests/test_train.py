@@ -17,7 +17,7 @@ import torch
 
 from model import checkpoint as ckpt
 from model.train import _problem
-from pipelines.token_format import FORMAT, HEADER, SplitWriter
+from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter
 
 VOCAB = 64
 

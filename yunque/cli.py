@@ -1,4 +1,4 @@
-"""The `yunque` command: fetch the sample corpus, run the graph."""
+"""The `yunque` command: fetch the sample corpus, run the graph, show the configuration."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from yunque import env
+from yunque import cli_config, env
 from yunque.cli_model import add_commands
 
 
 def _fetch(dest: Path) -> int:
-    from pipelines.sample import SampleFetchError, fetch_sample
+    from pipelines.data.sample import SampleFetchError, fetch_sample
 
     try:
         summary = fetch_sample(dest)
@@ -59,9 +59,9 @@ def _describe(md: dict) -> str:
 def _token_summary(home: Path, shards: list[str], preset: str) -> None:
     """Is the corpus big enough? Tokens against the model preset of the same name."""
     from model.config import PRESETS, corpus_verdict
-    from pipelines.store import DataStore
-    from pipelines.token_shard_stage import corpus_tokens
-    from pipelines.tokenize_stages import TOKENIZER
+    from stages.store import DataStore
+    from stages.token_shards import corpus_tokens
+    from stages.tokenizer import TOKENIZER
 
     store = DataStore(home)
     total = corpus_tokens(store, shards)
@@ -107,6 +107,11 @@ def _eval_summary(summary, home: Path) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    try:  # before anything is fetched, created or run
+        _, overrides = cli_config.checked(args.preset, args.overrides)
+    except cli_config.BadConfig as e:
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 2
     home = env.use_home(args.home)
     corpus = args.corpus or str(home / "sample")
     if args.corpus is None and not (home / "sample").exists():
@@ -136,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"corpus {corpus}; home {home}; {len(phases)} phase(s): "
           + " | ".join(",".join(k.to_user_string() for k in p.keys) for p in phases))
     try:
-        summary = run_graph(corpus, args.select, args.preset, args.overrides, args.s3_endpoint, progress,
+        summary = run_graph(corpus, args.select, args.preset, overrides, args.s3_endpoint, progress,
                             workers=args.workers)
     except ValueError as e:
         bar.close()
@@ -183,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="shards processed at once, one process each (default: 2, or 1 on one core)")
     r.set_defaults(fn=cmd_run)
     add_commands(sub)
+    cli_config.add_commands(sub)
     args = p.parse_args(argv)
     return args.fn(args)
 

@@ -111,7 +111,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from model.evaluate import evaluate_loaded
-    from pipelines.config import preset
+    from stages.config import preset
 
     cfg = preset(args.preset).eval
     if args.problems:
@@ -126,7 +126,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(row, ensure_ascii=False))
         return 0
-    from pipelines.eval_report import build, markdown
+    from stages.eval_report import build, markdown
 
     print(markdown(build({"checkpoint": row}, {}, cfg.overfit_window, cfg.repetition_threshold)))
     return 0
@@ -149,7 +149,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
-    from pipelines.config import PRESETS
+    from stages.config import PRESETS
 
     def sampling_args(p, tokens: int, temperature: float) -> None:
         p.add_argument("--checkpoint", required=True,

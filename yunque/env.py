@@ -1,27 +1,12 @@
-"""Process environment every Yunque entry point sets before doing anything: telemetry
-off everywhere (Dagster, MLflow, generic DO_NOT_TRACK), no EC2 metadata probing by
-boto, and no hub downloads."""
+"""The CLI's environment: telemetry off (`stages.env`), and one home for Yunque's outputs
+and the Dagster instance."""
 
 import os
 from pathlib import Path
 
-TELEMETRY_OFF = {
-    "DAGSTER_DISABLE_TELEMETRY": "1",
-    "MLFLOW_DISABLE_TELEMETRY": "true",
-    "DO_NOT_TRACK": "true",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "HF_HUB_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-}
+from stages.env import TELEMETRY_OFF, apply, home
 
-
-def apply() -> None:
-    for k, v in TELEMETRY_OFF.items():
-        os.environ.setdefault(k, v)
-
-
-def home() -> Path:
-    return Path(os.environ.get("YUNQUE_HOME", ".yunque")).absolute()
+__all__ = ["TELEMETRY_OFF", "apply", "home", "use_home"]
 
 
 def use_home(path: str | Path | None = None) -> Path:

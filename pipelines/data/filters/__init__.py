@@ -1,0 +1,106 @@
+"""Heuristic quality filters: Gopher repetition, Gopher quality, C4 and FineWeb rules.
+
+    qf = QualityFilters(FilterConfig())
+    out = qf.apply(text)        # FilterOutcome(keep, reason, text)
+
+Order (FineWeb's published pipeline, as datatrove runs it):
+    gopher_repetition -> gopher_quality -> c4 -> fineweb
+The Gopher rules judge the document as extracted: C4 rejoins its kept lines with single
+newlines, which would erase the blank lines that Gopher's paragraph rules look at. C4 then
+removes lines (its output is the text that is kept) and FineWeb judges that text. The
+first failing rule wins; a disabled filter (`cfg.<filter>.enabled = False`) is skipped.
+
+Reasons are "<filter>:<rule>" and listed in REASONS (with the default n-gram sizes; a
+config with other sizes names its n-gram rules `top_{n}_gram` / `dup_{n}_gram`, see
+`reasons(cfg)`). Rules and their exact semantics are documented in each filter's module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipelines.config import FilterConfig
+from pipelines.data.filters import c4, fineweb, gopher_quality, gopher_repetition
+from pipelines.data.filters.c4 import C4, C4Result
+from pipelines.data.filters.fineweb import FineWeb
+from pipelines.data.filters.gopher_quality import GopherQuality
+from pipelines.data.filters.gopher_repetition import GopherRepetition
+from pipelines.data.filters.stopwords import stop_words
+from pipelines.data.filters.text import TextView, tokenize
+
+__all__ = [
+    "C4",
+    "REASONS",
+    "C4Result",
+    "FilterOutcome",
+    "FineWeb",
+    "GopherQuality",
+    "GopherRepetition",
+    "QualityFilters",
+    "TextView",
+    "reasons",
+    "stop_words",
+    "tokenize",
+]
+
+FILTER_ORDER = (gopher_repetition.NAME, gopher_quality.NAME, c4.NAME, fineweb.NAME)
+REASONS: tuple[str, ...] = (
+    *gopher_repetition.REASONS,
+    *gopher_quality.REASONS,
+    *c4.REASONS,
+    *fineweb.REASONS,
+)
+
+
+def reasons(cfg: FilterConfig) -> tuple[str, ...]:
+    """Every reason `QualityFilters(cfg)` can return."""
+    rep = tuple(
+        f"{gopher_repetition.NAME}:{r}" for r in gopher_repetition.rules(cfg.gopher_repetition)
+    )
+    return (*rep, *gopher_quality.REASONS, *c4.REASONS, *fineweb.REASONS)
+
+
+@dataclass
+class FilterOutcome:
+    keep: bool
+    reason: str | None  # None when kept
+    # Kept: the text after C4's line removal. Dropped: the input text, unchanged, so the
+    # rejection record holds what was actually read.
+    text: str
+
+
+class QualityFilters:
+    def __init__(self, cfg: FilterConfig) -> None:
+        self.cfg = cfg
+        self.gopher_repetition = (
+            GopherRepetition(cfg.gopher_repetition) if cfg.gopher_repetition.enabled else None
+        )
+        self.gopher_quality = (
+            GopherQuality(cfg.gopher_quality, stop_words(cfg.language))
+            if cfg.gopher_quality.enabled
+            else None
+        )
+        self.c4 = C4(cfg.c4) if cfg.c4.enabled else None
+        self.fineweb = FineWeb(cfg.fineweb) if cfg.fineweb.enabled else None
+
+    def apply(self, text: str) -> FilterOutcome:
+        view = TextView(text)
+        for f in (self.gopher_repetition, self.gopher_quality):
+            if f is not None:
+                keep, reason = f.filter(view)
+                if not keep:
+                    return FilterOutcome(False, reason, text)
+        if self.c4 is not None:
+            res = self.c4.filter(view)
+            if not res.keep:
+                return FilterOutcome(False, res.reason, text)
+            view = res.view
+        if self.fineweb is not None:
+            keep, reason = self.fineweb.filter(view)
+            if not keep:
+                return FilterOutcome(False, reason, text)
+        return FilterOutcome(True, None, view.text)
+
+    def apply_many(self, texts: list[str]) -> list[FilterOutcome]:
+        apply = self.apply
+        return [apply(t) for t in texts]

@@ -1,0 +1,141 @@
+"""C4's line and document rules (Raffel et al. 2020), as datatrove's C4QualityFilter applies them.
+
+Each line (`splitlines()`, stripped) goes through, in this order:
+  drop the line if a whitespace-separated word is longer than max_word_length;
+  remove Wikipedia-style citations ("[1]", "[edit]", "[citation needed]");
+  drop the line without terminal punctuation (off by default, as in FineWeb);
+  drop the line with fewer than min_words_per_line words (counted before citation removal);
+  drop the DOCUMENT if the line contains "lorem ipsum"        -> c4:lorem_ipsum
+  drop the line mentioning "javascript";
+  drop the DOCUMENT if the line contains "{"                  -> c4:curly_bracket
+  drop the line containing a cookie / terms-of-use phrase;
+  otherwise keep the line and count its sentences.
+Fewer than min_num_sentences sentences in the kept lines drops the document
+(-> c4:too_few_sentences); a kept document's text becomes its kept lines joined by "\\n".
+Note that a document-level phrase only counts on a line that survived the rules before it.
+
+`split_paragraph=False` (rules per sentence instead of per line) is supported with this
+package's sentence splitter (`text.sentence_spans`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from pipelines.config import C4Config
+from pipelines.data.filters.text import WORD_RE, TextView, count_sentences, sentence_spans
+
+NAME = "c4"
+RULES = ("lorem_ipsum", "curly_bracket", "too_few_sentences")
+REASONS = tuple(f"{NAME}:{r}" for r in RULES)
+
+_CITATION_RE = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
+_END_PUNCTUATION = (".", "?", "!", '"', "'")
+_POLICY_PHRASES = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)
+
+
+class C4Result(NamedTuple):
+    keep: bool
+    reason: str | None
+    # The kept text (lines removed), or the input text unchanged when the document is dropped.
+    text: str
+    # A view of `text` for the filters that run next (the input view when nothing changed).
+    view: TextView
+
+
+class C4:
+    def __init__(self, cfg: C4Config) -> None:
+        self.cfg = cfg
+
+    def filter(self, view: TextView) -> C4Result:
+        cfg = self.cfg
+        text = view.text
+        if cfg.split_paragraph:
+            units = view.lines
+        else:
+            units = [text[a:b] for a, b in sentence_spans(text)]
+
+        # A phrase absent from the whole (lowercased) text is absent from every line, so the
+        # per-line substring tests run only for the phrases that occur somewhere at all.
+        lowered = text.lower()
+        check_lorem = cfg.filter_lorem_ipsum and "lorem ipsum" in lowered
+        check_js = cfg.filter_javascript and "javascript" in lowered
+        check_curly = cfg.filter_curly_bracket and "{" in text
+        policy = tuple(p for p in _POLICY_PHRASES if p in lowered) if cfg.filter_policy else ()
+        needs_lower = check_lorem or check_js or bool(policy)
+        check_citations = cfg.remove_citations and "[" in text
+        max_word = cfg.max_word_length
+        min_words = cfg.min_words_per_line
+        min_sentences = cfg.min_num_sentences
+
+        kept: list[str] = []
+        # When the input's word count is known (the Gopher filters ran), keep the count of
+        # the kept text up to date instead of tokenizing it again later: tokens never cross
+        # a line break, so dropping a line drops exactly that line's tokens.
+        n_words = view.known_n_words()
+        track = n_words is not None
+        removed: list[str] = []  # lines dropped (stripped), for the word count
+        edited: list[tuple[str, str]] = []  # (before, after) citation removal, kept lines
+        n_sentences = 0
+        for raw in units:
+            line = raw.strip()
+            if not line:
+                continue  # no words: the min-words rule would drop it (for any min >= 1)
+            # A word longer than max_word needs a line longer than max_word.
+            if (
+                max_word != -1
+                and len(line) > max_word
+                and any(len(w) > max_word for w in line.split())
+            ):
+                removed.append(line)
+                continue
+            original = line
+            if check_citations and "[" in line:
+                line = _CITATION_RE.sub("", line)
+            if cfg.filter_no_terminal_punct and (
+                not line.endswith(_END_PUNCTUATION) or line.endswith("...")
+            ):
+                removed.append(original)
+                continue
+            if min_words > 0 and len(original.split(None, min_words - 1)) < min_words:
+                removed.append(original)
+                continue
+            low = line.lower() if needs_lower else ""
+            if check_lorem and "lorem ipsum" in low:
+                return C4Result(False, f"{NAME}:lorem_ipsum", text, view)
+            if check_js and "javascript" in low:
+                removed.append(original)
+                continue
+            if check_curly and "{" in line:
+                return C4Result(False, f"{NAME}:curly_bracket", text, view)
+            if policy and any(p in low for p in policy):
+                removed.append(original)
+                continue
+            if line is not original:  # re.sub returns its input when nothing matched
+                edited.append((original, line))
+            # Only "at least min_sentences" matters, so stop counting once it is reached.
+            if n_sentences < min_sentences:
+                n_sentences += count_sentences(line) if cfg.split_paragraph else 1
+            kept.append(line)
+
+        if n_sentences < min_sentences:
+            return C4Result(False, f"{NAME}:too_few_sentences", text, view)
+        # Stripped again: citation removal can leave a space at the end of the last line.
+        out = ("\n" if cfg.split_paragraph else " ").join(kept).strip()
+        if out == text:
+            return C4Result(True, None, text, view)
+        if track:
+            assert n_words is not None
+            count = WORD_RE.findall
+            n_words -= sum(len(count(ln)) for ln in removed)
+            n_words += sum(len(count(after)) - len(count(before)) for before, after in edited)
+            return C4Result(True, None, out, TextView.derived(out, n_words))
+        return C4Result(True, None, out, TextView(out))

@@ -1,0 +1,216 @@
+"""The one configuration tree: every section of the data library (`pipelines.config`) and
+of the model (`model.config`, `model.post_config`), with presets as functions.
+
+A run is a preset plus overrides. `preset()` checks every override (unknown keys with
+the closest names, a section replaced by a scalar, wrong types and out-of-range values,
+then the rules that tie sections together) before any work starts, and fails with one
+line that names the key. Overrides are JSON-shaped: `{"langid.threshold": 0.5}`,
+`{"langid": {"threshold": 0.5}}`; `{"model": "small"}` (or `"model.preset"` beside other
+`model.*` keys) takes another model preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+import model.config as model_presets
+import model.post_config as post_presets
+from model.config import EvalConfig, ExportConfig, ModelConfig, TrainConfig
+from model.post_config import PostTrainConfig
+from pipelines.config import (
+    CleanConfig,
+    DedupConfig,
+    FilterConfig,
+    LangIdConfig,
+    ReaderConfig,
+    TokenizerConfig,
+    section,
+)
+
+
+class ConfigError(ValueError):
+    """A preset or override that cannot describe a run; the message is one line."""
+
+
+@section
+class YunqueConfig:
+    reader: ReaderConfig = field(default_factory=ReaderConfig)
+    clean: CleanConfig = field(default_factory=CleanConfig)
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    langid: LangIdConfig = field(default_factory=LangIdConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    # pretraining: the model's shape (vocab_size is replaced by the tokenizer's) and the recipe
+    model: ModelConfig = field(default_factory=model_presets.gpt2_125m)
+    train: TrainConfig = field(default_factory=model_presets.train_default)
+    post: PostTrainConfig = field(default_factory=PostTrainConfig)  # sft, reward, dpo, ppo, grpo
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def section_hash(self, *sections: str, fields: tuple[str, ...] | None = None) -> str:
+        """Hash of the named sections only (or of `fields` of the one named section), so
+        that changing a dedup knob does not invalidate the cached reader output, nor a
+        check threshold the tokenizer."""
+        d = self.to_dict()
+        if fields is not None:
+            (name,) = sections
+            d = {name: {f: d[name][f] for f in fields}}
+        blob = json.dumps({s: d[s] for s in sections}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def default() -> YunqueConfig:
+    return YunqueConfig()
+
+
+def tiny() -> YunqueConfig:
+    # The data rules do not change with model size; the tokenizer does: a few thousand
+    # tokens suit a CPU-sized model and a small corpus.
+    cfg = YunqueConfig(model=model_presets.tiny(), train=model_presets.train_tiny(), post=post_presets.tiny())
+    cfg.tokenizer.vocab_size = 4096
+    cfg.eval.math_problems = 100
+    return cfg
+
+
+PRESETS: dict[str, Callable[[], YunqueConfig]] = {"default": default, "tiny": tiny}
+_ADAPTER = TypeAdapter(YunqueConfig)
+
+
+def preset(name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfig:
+    """The validated tree of preset `name` with `overrides` applied, or a ConfigError."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}{_did_you_mean(name, PRESETS)}; "
+                          f"choose one of {sorted(PRESETS)}")
+    base = PRESETS[name]()
+    nested = nest(overrides or {})
+    # {"model": "small"} or {"model.preset": "small", "model.n_layers": 6}: another model
+    # preset, then its fields
+    model = nested.get("model")
+    model_preset = model.pop("preset", None) if isinstance(model, dict) else None
+    if model_preset is not None:
+        if model_preset not in model_presets.PRESETS:
+            raise ConfigError(f"unknown model preset {model_preset!r}"
+                              f"{_did_you_mean(str(model_preset), model_presets.PRESETS)}; "
+                              f"choose one of {sorted(model_presets.PRESETS)}")
+        base.model = model_presets.preset(model_preset)
+    tree = base.to_dict()
+    _merge(tree, nested, ())
+    try:
+        # JSON mode, strict: "100" is not an int and "0.9" not a float, while a JSON array
+        # is a tuple and an int a float, as a user writing JSON expects.
+        cfg = _ADAPTER.validate_json(json.dumps(tree), strict=True)
+    except ValidationError as e:
+        raise ConfigError(_one_line(e)) from None
+    check(cfg)
+    return cfg
+
+
+def nest(overrides: Mapping[str, Any], _top: bool = True) -> dict[str, Any]:
+    """{"a.b": 1, "a": {"c": 2}} -> {"a": {"b": 1, "c": 2}}; {"model": "small"} ->
+    {"model": {"preset": "small"}}. A key given both a value and fields is an error,
+    whatever the order."""
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"overrides must be a JSON object of keys to values, got {type(overrides).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        parts = str(key).split(".")
+        if _top and parts == ["model"] and isinstance(value, str):
+            parts = ["model", "preset"]
+        node = out
+        for i, p in enumerate(parts[:-1]):
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"config key {'.'.join(parts[:i + 1])!r} is given both a value and fields")
+        last = parts[-1]
+        if isinstance(value, Mapping):
+            value = nest(value, _top=False)
+            if _top and parts == ["model"] and isinstance(value.get("preset"), dict):
+                raise ConfigError("config key 'model.preset' is a preset name, not a section")
+        if last in node and isinstance(node[last], dict) != isinstance(value, dict):
+            raise ConfigError(f"config key {'.'.join(parts)!r} is given both a value and fields")
+        if isinstance(value, dict) and isinstance(node.get(last), dict):
+            _deep_update(node[last], value)
+        else:
+            node[last] = value
+    return out
+
+
+def _deep_update(target: dict[str, Any], new: dict[str, Any]) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(target.get(k), dict):
+            _deep_update(target[k], v)
+        else:
+            target[k] = v
+
+
+def _merge(tree: dict[str, Any], overrides: dict[str, Any], path: tuple[str, ...]) -> None:
+    for key, value in overrides.items():
+        dotted = ".".join((*path, key))
+        if key not in tree:
+            raise ConfigError(f"unknown config key {dotted!r}{_did_you_mean(key, tree, path)}")
+        if isinstance(tree[key], dict):
+            if not isinstance(value, dict):
+                example = next(iter(tree[key]))
+                raise ConfigError(f"config key {dotted!r} is a section, not a value: set its fields, "
+                                  f"e.g. {dotted + '.' + example!r}")
+            _merge(tree[key], value, (*path, key))
+        elif isinstance(value, dict):
+            raise ConfigError(f"config key {dotted!r} is a value, not a section: "
+                              f"it has no field {next(iter(value))!r}")
+        else:
+            tree[key] = value
+
+
+def _did_you_mean(name: str, choices: Mapping[str, Any], path: tuple[str, ...] = ()) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(".".join((*path, c))) for c in close) + "?)"
+
+
+def _one_line(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not _is_union_branch(p))
+        parts.append(f"config key {loc!r}: {err['msg']} (got {err['input']!r})")
+    return "; ".join(parts)
+
+
+def _is_union_branch(p: Any) -> bool:
+    # pydantic names the branch of `int | None` it tried ("int", "constrained-int"...)
+    return isinstance(p, str) and ("-" in p or p in {"int", "float", "str", "bool", "none", "tuple", "list"})
+
+
+def check(cfg: YunqueConfig) -> None:
+    """The rules that tie sections together (each section validates its own fields)."""
+    if cfg.filters.language != cfg.langid.language:
+        # Stop words of one language with language ID for another would reject everything.
+        raise ConfigError(f"filters.language ({cfg.filters.language!r}) and langid.language "
+                          f"({cfg.langid.language!r}) must name the same language; set both")
+    t, m = cfg.train, cfg.model
+    if t.seq_len > m.context:
+        raise ConfigError(f"train.seq_len ({t.seq_len}) exceeds model.context ({m.context})")
+    if m.dim % m.n_heads or m.n_heads % m.kv_heads:
+        raise ConfigError(f"model.dim ({m.dim}) must divide into model.n_heads ({m.n_heads}), and "
+                          f"model.n_heads into model.n_kv_heads ({m.kv_heads})")
+    for stage in post_presets.STAGE_TYPES:
+        try:
+            post_presets.check(stage, getattr(cfg.post, stage))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
+
+def schema() -> dict[str, Any]:
+    """JSON schema of the tree (`yunque config schema`)."""
+    return _ADAPTER.json_schema()

@@ -1,0 +1,154 @@
+"""The evaluation report across checkpoints (no torch, no Dagster): alarms read from each
+run's training records and samples, one table (rows = stages, columns = metrics), and
+the report as markdown, JSON and PNG plots under data/eval_report/.
+
+The alarms are the seeds' list: validation loss rising after its minimum, training loss
+falling while validation loss does not (memorising), and repetition in the samples.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from stages.loss_curve import steps_of_last_attempt
+
+# The checkpoint assets in chain order; the report has a row for each one that exists.
+STAGES = ("base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model")
+COLUMNS = ("stage", "step", "val_loss", "val_ppl", "val_bpb", "math_accuracy", "math_problems", "format_rate",
+           "distinct_2", "repeat_4_max", "parameters")
+RISE_TOLERANCE = 0.01  # nats: noise between evaluations of the same windows is far below this
+FALL_MARGIN = 0.05  # nats of training loss fall that counts as "falling"
+
+
+def _evaluations(records: list[dict]) -> list[dict]:
+    """Evaluation points with the mean training loss of the steps since the previous one
+    (one step's loss is too noisy to compare)."""
+    out, window = [], []
+    for r in steps_of_last_attempt(records):
+        window.append(r["loss"])
+        if "val_loss" in r:
+            out.append({"step": r["step"], "val_loss": r["val_loss"], "train_loss": sum(window) / len(window)})
+            window = []
+    return out
+
+
+def training_alarms(records: list[dict], window: int = 3) -> dict[str, dict]:
+    evals = _evaluations(records)
+    if len(evals) < 2:
+        note = f"{len(evals)} evaluation point(s): too few to judge"
+        return {"val_loss_rising": {"fired": False, "detail": note}, "overfitting": {"fired": False, "detail": note}}
+    best = min(evals, key=lambda e: e["val_loss"])
+    last = evals[-1]
+    rise = last["val_loss"] - best["val_loss"]
+    rising = {"fired": rise > RISE_TOLERANCE,
+              "detail": f"minimum {best['val_loss']:.4f} at step {best['step']}, last {last['val_loss']:.4f} "
+                        f"at step {last['step']} ({rise:+.4f})"}
+    recent = evals[-window:] if len(evals) >= window else evals
+    train_fall = recent[0]["train_loss"] - recent[-1]["train_loss"]
+    val_fall = recent[0]["val_loss"] - recent[-1]["val_loss"]
+    over = {"fired": train_fall > FALL_MARGIN and val_fall <= 0.1 * train_fall,
+            "detail": f"steps {recent[0]['step']}-{recent[-1]['step']}: training loss fell {train_fall:.4f}, "
+                      f"validation loss fell {val_fall:.4f}"}
+    return {"val_loss_rising": rising, "overfitting": over}
+
+
+def repetition_alarm(row: dict, threshold: float) -> dict:
+    worst = max(row.get("samples", []), key=lambda s: s["repeat_4"], default=None)
+    if worst is None:
+        return {"fired": False, "detail": "no samples"}
+    return {"fired": worst["repeat_4"] > threshold,
+            "detail": f"highest repeated 4-gram rate {worst['repeat_4']:.2f} (threshold {threshold}) "
+                      f"for prompt {worst['prompt']!r}"}
+
+
+def table(rows: dict[str, dict]) -> list[dict]:
+    out = []
+    for stage, row in rows.items():
+        math_main = row.get("math", {}).get(row.get("math_set", ""), {})
+        flat = {**row, "stage": stage, "format_rate": math_main.get("format_rate")}
+        out.append({c: flat.get(c) for c in COLUMNS})
+    return out
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def markdown(report: dict) -> str:
+    lines = ["# Evaluation report", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in report["table"]]
+    lines += ["", "## Alarms", ""]
+    for stage, alarms in report["alarms"].items():
+        for name, a in alarms.items():
+            lines.append(f"- {'**FIRED**' if a['fired'] else 'ok'} {stage} {name}: {a['detail']}")
+    for stage, row in report["rows"].items():
+        lines += ["", f"## {stage}: samples (step {row['step']})", ""]
+        for s in row.get("samples", []):
+            text = s["completion"].replace("\n", " ")[:300]
+            lines.append(f"- *{s['prompt']}* → {text} (distinct-2 {s['distinct_2']:.2f}, "
+                         f"repeated 4-grams {s['repeat_4']:.2f})")
+        for name, m in row.get("math", {}).items():
+            acc = "-" if m["accuracy"] is None else f"{m['accuracy']:.1%}"
+            heading = (f"### {stage}: math `{name}`: {acc} of {m['problems']} (answer format "
+                       f"{_fmt(m['format_rate'])})")
+            lines += ["", heading, ""]
+            for ex in m["examples"][:3]:
+                out = ex["completion"].replace("\n", " ")[:200]
+                lines.append(f"- {ex['question'][:160]} → `{out}` (read {ex['predicted']}, expected {ex['expected']})")
+    return "\n".join(lines) + "\n"
+
+
+def plots(report: dict, records: dict[str, list[dict]], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    for stage, recs in records.items():
+        evals = _evaluations(recs)
+        if evals:
+            ax.plot([e["step"] for e in evals], [e["val_loss"] for e in evals], "o-", ms=3, label=f"{stage} validation")
+            ax.plot([e["step"] for e in evals], [e["train_loss"] for e in evals], lw=0.8, alpha=0.6,
+                    label=f"{stage} training (mean)")
+    if ax.lines:
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (nats per token)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "loss_curves.png")
+        written.append(out / "loss_curves.png")
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=110)
+    stages = [r["stage"] for r in report["table"]]
+    ax.bar(stages, [(r["math_accuracy"] or 0) * 100 for r in report["table"]], color="tab:blue")
+    ax.set_ylabel("held-out math accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "math_accuracy.png")
+    plt.close(fig)
+    return [*written, out / "math_accuracy.png"]
+
+
+def build(rows: dict[str, dict], records: dict[str, list[dict]], window: int, threshold: float) -> dict:
+    alarms = {s: {**training_alarms(records.get(s, []), window), "repetition": repetition_alarm(r, threshold)}
+              for s, r in rows.items()}
+    return {"table": table(rows), "alarms": alarms, "rows": rows}
+
+
+def write(report: dict, records: dict[str, list[dict]], out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    (out / "report.md").write_text(markdown(report))
+    paths = {"json": out / "report.json", "markdown": out / "report.md"}
+    for p in plots(report, records, out):
+        paths[p.stem] = p
+    return paths

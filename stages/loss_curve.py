@@ -1,0 +1,48 @@
+"""The loss curve of a training run, from its metrics.jsonl: a PNG (MLflow artifact) and
+the evaluation points as rows (Dagster metadata table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def steps_of_last_attempt(records: list[dict]) -> list[dict]:
+    """Step records, the latest value per step (a resumed run re-logs the steps after its
+    checkpoint)."""
+    by_step = {}
+    for r in records:
+        if r.get("event") == "step":
+            by_step[r["step"]] = r
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def eval_rows(records: list[dict]) -> list[dict]:
+    return [{"step": r["step"], "loss": round(r["loss"], 4), "val_loss": round(r["val_loss"], 4),
+             "val_ppl": round(r["val_ppl"], 2), "val_bpb": round(r.get("val_bpb") or 0.0, 4),
+             "tokens_seen": r["tokens_seen"]}
+            for r in steps_of_last_attempt(records) if "val_loss" in r]
+
+
+def plot(records: list[dict], path: Path, title: str) -> Path | None:
+    steps = steps_of_last_attempt(records)
+    if not steps:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.7, label="train loss")
+    evals = [r for r in steps if "val_loss" in r]
+    if evals:
+        ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label="validation loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats per token)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,181 @@
+"""Where stage outputs live under `$YUNQUE_HOME/data`, written atomically, with a manifest
+that makes every per-shard stage a memoised function of its inputs.
+
+Layout (documented in README.md, "Where everything lands"):
+    data/<asset>/<shard>/part-0.parquet     per-shard assets
+    data/<asset>/<shard>/_manifest.json     cache key + stats of the last materialization
+    data/rejected_documents/<shard>/<stage>.parquet
+    data/dedup_index/...                    whole-corpus asset
+    data/_staging/                          scratch for atomic writes (safe to delete when idle)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stages.env import home as yunque_home
+
+MANIFEST = "_manifest.json"
+PART = "part-0.parquet"
+
+
+def cache_key(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+@dataclass
+class StageStats:
+    """What a stage reports; becomes Dagster metadata."""
+
+    key: str
+    docs_in: int = 0
+    docs_out: int = 0
+    rejected: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    drops: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    cached: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d.pop("cached")
+        return d
+
+
+class DataStore:
+    def __init__(self, home: str | Path | None = None):
+        self.home = Path(home).absolute() if home else yunque_home()
+        self.data = self.home / "data"
+
+    def dir(self, asset: str, shard: str | None = None) -> Path:
+        return self.data / asset / shard if shard else self.data / asset
+
+    def part(self, asset: str, shard: str) -> Path:
+        return self.dir(asset, shard) / PART
+
+    def rejected(self, shard: str, stage: str) -> Path:
+        return self.dir("rejected_documents", shard) / f"{stage}.parquet"
+
+    def manifest(self, asset: str, shard: str | None = None) -> dict[str, Any] | None:
+        path = self.dir(asset, shard) / MANIFEST
+        if not path.exists():
+            return None
+        return json.loads(path.read_text())
+
+    def cached(self, asset: str, shard: str | None, key: str) -> StageStats | None:
+        """The previous stats if the last run had the same key and its files still exist
+        (side files must carry that same key: a crash between writing a side file and
+        swapping the asset directory leaves a mismatch, which is a miss)."""
+        m = self.manifest(asset, shard)
+        if not m or m.get("key") != key:
+            return None
+        if not all((self.dir(asset, shard) / f).exists() for f in m.get("files", [])):
+            return None
+        if not all(_file_key(Path(p)) == key for p in m.get("side_files", [])):
+            return None
+        stats = StageStats(**m["stats"])
+        stats.cached = True
+        return stats
+
+    def staging(self) -> Path:
+        """Scratch space for atomic writes, outside every asset directory so that no glob
+        over the outputs ever sees a half-written or superseded file."""
+        path = self.data / "_staging"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def commit(
+        self,
+        asset: str,
+        shard: str | None,
+        stats: StageStats,
+        tables: dict[str, pa.Table],
+        side: dict[Path, pa.Table] | None = None,
+        extra_files: dict[str, str] | None = None,
+        write: Callable[[Path], list[str]] | None = None,
+    ) -> None:
+        """Write `tables` (file name -> table) as the new asset directory in one rename,
+        after the side tables (rejections), which are each replaced in one rename too and
+        carry the cache key. The manifest lives inside the directory, so readers see the
+        old state or the new one, and a crash at any point makes the next run recompute.
+        `write(directory)` writes files of other formats there and returns their names."""
+        final = self.dir(asset, shard)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=self.staging(), prefix=f"{asset}.{shard or '_'}."))
+        try:
+            for name, table in tables.items():
+                pq.write_table(table, tmp / name, compression="zstd")
+            for name, text in (extra_files or {}).items():
+                (tmp / name).write_text(text)
+            written = write(tmp) if write is not None else []
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # token arrays can be gigabytes
+            raise
+        side = side or {}
+        manifest = {
+            "key": stats.key,
+            "files": sorted([*tables, *(extra_files or {}), *written]),
+            "side_files": sorted(str(p) for p in side),
+            "stats": stats.to_json(),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        for path, table in side.items():
+            write_parquet(path, table.replace_schema_metadata({KEY_META: stats.key}), self.staging())
+        old = None
+        if final.exists():
+            old = Path(tempfile.mkdtemp(dir=self.staging(), prefix="old.")) / final.name
+            final.rename(old)
+        tmp.rename(final)
+        if old is not None:
+            shutil.rmtree(old.parent, ignore_errors=True)
+
+
+KEY_META = b"yunque_cache_key"
+
+
+def _file_key(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    meta = pq.read_schema(path).metadata or {}
+    value = meta.get(KEY_META)
+    return value.decode() if value else None
+
+
+def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> None:
+    """Write via a temporary file and one rename (same filesystem as `path`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=scratch or path.parent, prefix=".tmp.", suffix=".part")
+    os.close(fd)
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write via a temporary file and one rename: a crash leaves the old file or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False))
+    os.replace(tmp, path)
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    return pq.read_table(path, columns=columns)
+
+
+def drop_counts(reasons: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in reasons:
+        counts[r] = counts.get(r, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

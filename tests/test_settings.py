@@ -1,0 +1,62 @@
+"""YunqueSettings: the preset and typed overrides as Dagster run config (what the
+launchpad shows and validates), and as the CLI builds them."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from resources.overrides import as_dict
+from resources.settings import YunqueSettings
+
+
+@dg.asset
+def resolved(settings: YunqueSettings) -> dict:
+    cfg = settings.data_config()
+    return {"steps": cfg.train.steps, "dtype": cfg.train.dtype, "dim": cfg.model.dim,
+            "threshold": cfg.langid.threshold, "top_n": cfg.filters.gopher_repetition.top_n_grams}
+
+
+def launch(overrides: dict, preset: str = "tiny") -> dg.ExecuteInProcessResult:
+    """A run whose settings come from run config, as the launchpad submits it."""
+    run_config = {"resources": {"settings": {"config": {"home": "/nonexistent", "preset": preset,
+                                                         "overrides": overrides}}}}
+    return dg.materialize([resolved], resources={"settings": YunqueSettings.build("/nonexistent", "tiny", {})},
+                          run_config=run_config, raise_on_error=False)
+
+
+def test_typed_overrides_from_run_config_reach_the_tree():
+    result = launch({"train": {"steps": 7, "dtype": "fp32"}, "model": {"preset": "small"},
+                     "langid": {"threshold": 0.3},
+                     "filters": {"gopher_repetition": {"top_n_grams": [[2, 0.3]]}}})
+    assert result.success
+    assert result.output_for_node("resolved") == {"steps": 7, "dtype": "fp32", "dim": 384, "threshold": 0.3,
+                                                  "top_n": [(2, 0.3)]}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"train": {"stepz": 7}}, 'unexpected config entry "stepz"'),
+    ({"train": {"steps": "many"}}, "is not valid for expected type"),
+    ({"train": {"dtype": "fp16"}}, "not in enum type"),
+    ({"dedup": 5}, "dedup"),
+])
+def test_the_launchpad_rejects_bad_overrides_before_the_run(overrides, message):
+    with pytest.raises(dg.DagsterInvalidConfigError, match=message):
+        launch(overrides)
+
+
+def test_a_range_error_fails_the_run_naming_the_key():
+    result = launch({"langid": {"threshold": 1.5}})
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "config key 'langid.threshold': Input should be less than or equal to 1" in str(
+        failure.step_failure_data.error.message)
+
+
+def test_build_checks_first_and_keeps_only_what_was_set():
+    s = YunqueSettings.build("/h", "tiny", '{"langid.threshold": 0.5, "model": "small", "export.gguf": []}')
+    assert as_dict(s.overrides) == {"langid": {"threshold": 0.5}, "model": {"preset": "small"},
+                                    "export": {"gguf": []}}
+    assert s.data_config().model.dim == 384
+    with pytest.raises(ValueError, match="unknown config key 'langid.nope'"):
+        YunqueSettings.build("/h", "tiny", {"langid.nope": 1})

@@ -1,0 +1,55 @@
+"""`yunque config show|schema`, and the check every command runs on its preset and
+overrides before it touches the Dagster instance or any data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+class BadConfig(Exception):
+    """A preset or overrides that cannot describe a run: one line, naming the key."""
+
+
+def checked(preset_name: str, overrides: str | None) -> tuple[Any, dict]:
+    """(the resolved configuration tree, the overrides as a dict), or BadConfig."""
+    from stages.config import ConfigError, preset
+
+    try:
+        raw = json.loads(overrides) if overrides else {}
+    except json.JSONDecodeError as e:
+        raise BadConfig(f"--overrides is not valid JSON: {e}") from None
+    try:
+        return preset(preset_name, raw), raw
+    except ConfigError as e:
+        raise BadConfig(str(e)) from None
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    try:
+        cfg, _ = checked(args.preset, args.overrides)
+    except BadConfig as e:
+        print(f"yunque config: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(cfg.to_dict(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from stages.config import schema
+
+    print(json.dumps(schema(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("config", help="print the resolved configuration tree or its JSON schema")
+    csub = c.add_subparsers(dest="config_command", required=True)
+    show = csub.add_parser("show", help="the tree a preset and overrides resolve to, as JSON")
+    show.add_argument("--preset", default="tiny", help="configuration preset (default tiny)")
+    show.add_argument("--overrides", help='JSON of config overrides, e.g. \'{"langid.threshold": 0.5}\'')
+    show.set_defaults(fn=cmd_show)
+    schema = csub.add_parser("schema", help="the JSON schema of the configuration tree")
+    schema.set_defaults(fn=cmd_schema)
