@@ -4,12 +4,15 @@ number of new tokens for all (no stop tokens).
 
     python -m bench.bench_generate [--presets tiny,small] [--checkpoint DIR] [--new 256]
                                    [--prompt-len 32] [--batches 1,8] [--threads 2] [--rounds 5]
+                                   [--uncached]
 
 Random weights unless --checkpoint is given (the cost does not depend on them) at the
 presets' vocabulary sizes (tiny 4,096, small 32,000); their context is raised where
 needed to fit prompt + new tokens. Ours (KV cache, fp32), ours with int8 weights and
 transformers run in interleaved rounds, rotating which goes first (bench.common.interleaved);
 each round's ratio is taken within the round, then the median and spread over rounds.
+--uncached adds one round of ours without the KV cache (an ablation, not a peer: it costs
+tens of times more, so it is left out by default to keep the run to minutes).
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def _checkpoint(name: str, context: int, root: Path) -> Path:
                      tied=cfg.tie_embeddings, tokenizer=directory).path
 
 
-def bench_model(path: Path, label: str, new: int, prompt_len: int, batches: list[int], rounds: int) -> None:
+def bench_model(path: Path, label: str, new: int, prompt_len: int, batches: list[int], rounds: int,
+                uncached: bool) -> None:
     import transformers
 
     from model.export_hf import export_hf
@@ -74,17 +78,19 @@ def bench_model(path: Path, label: str, new: int, prompt_len: int, batches: list
                 "hf": lambda p=prompts: hf.generate(p, max_new_tokens=new, min_new_tokens=new, do_sample=False,
                                                     eos_token_id=None, pad_token_id=0),
             }, rounds)
-            # The uncached reference is an ablation of ours, not a peer, and costs tens of
-            # times more: one round of it beside the cached path, enough for its order of magnitude.
-            slow = interleaved({
-                "ours": lambda rows=rows: generate(loaded.model, rows, s),
-                "ours_no_cache": lambda rows=rows: generate(loaded.model, rows, s, use_cache=False),
-            }, 1, warmup=0)
         r.report(baseline="hf", unit="new tokens/s", work=b * new,
                  title=f" batch {b} ({rounds} interleaved rounds; ratios: hf seconds / ours seconds):")
         print(f"  ours_int8 vs ours (fp32): {Spread.of(r.ratios('ours_int8', 'ours')).fmt()}")
-        print(f"  ours (KV cache) vs ours_no_cache, one round: {slow.ratios('ours', 'ours_no_cache')[0]:.2f}x "
-              f"({b * new / slow.seconds('ours_no_cache')[0]:,.0f} new tokens/s without the cache)")
+        if uncached:
+            # An ablation of ours, not a peer, and tens of times slower (minutes per call for
+            # small at batch 8 on 2 cores): one round beside the cached path, for its order of magnitude.
+            with torch.inference_mode():
+                slow = interleaved({
+                    "ours": lambda rows=rows: generate(loaded.model, rows, s),
+                    "ours_no_cache": lambda rows=rows: generate(loaded.model, rows, s, use_cache=False),
+                }, 1, warmup=0)
+            print(f"  ours (KV cache) vs ours_no_cache, one round: {slow.ratios('ours', 'ours_no_cache')[0]:.2f}x "
+                  f"({b * new / slow.seconds('ours_no_cache')[0]:,.0f} new tokens/s without the cache)")
     print("(new tokens per second, all rows together)")
 
 
@@ -98,17 +104,20 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", "--repeats", dest="rounds", type=int, default=5,
                    help="interleaved rounds (ours, ours int8, transformers, rotating)")
+    p.add_argument("--uncached", action="store_true",
+                   help="also time ours without the KV cache, once per batch (slow: minutes for small)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     batches = [int(b) for b in args.batches.split(",")]
     if args.checkpoint:
-        bench_model(Path(args.checkpoint), args.checkpoint, args.new, args.prompt_len, batches, args.rounds)
+        bench_model(Path(args.checkpoint), args.checkpoint, args.new, args.prompt_len, batches, args.rounds,
+                    args.uncached)
         return
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.presets.split(","):
             context = max(preset(name).context, args.prompt_len + args.new + 1)
             bench_model(_checkpoint(name, context, Path(tmp) / name), name, args.new, args.prompt_len, batches,
-                        args.rounds)
+                        args.rounds, args.uncached)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ class Spread:
         return cls(statistics.median(v), v[0], v[-1], q1, q3)
 
     def fmt(self, spec: str = ".2f", unit: str = "x") -> str:
-        """"median 1.23x (range 1.01-1.40, IQR 1.15-1.30)": the unit once, after the median."""
+        """As in "median 1.23x (range 1.01-1.40, IQR 1.15-1.30)": the unit once, after the median."""
         sep = " " if len(unit) > 1 else ""
         return (f"median {self.median:{spec}}{sep}{unit} (range {self.lo:{spec}}-{self.hi:{spec}}, "
                 f"IQR {self.q1:{spec}}-{self.q3:{spec}})")
@@ -155,9 +155,11 @@ class Clocked:
 
 def interleaved(cases: Mapping[str, Callable[[], Any]], rounds: int, warmup: int = 1) -> Rounds:
     """Run every case `warmup` times untimed, then `rounds` rounds of one call each (a case
-    that returns `Clocked` gives its own seconds). Round r
-    starts at case r mod k (ours, theirs / theirs, ours for two cases), so that no case
-    always runs first, after the same neighbour, or on a cache the other left warm."""
+    that returns `Clocked` gives its own seconds). Round r starts at case r mod k (ours,
+    theirs / theirs, ours for two cases), so that no case always runs first or last: a
+    drift in the machine's load within a round then does not favour one side."""
+    if rounds < 1:
+        raise ValueError("interleaved timing needs at least one round")
     names = list(cases)
     for _ in range(warmup):
         for name in names:
