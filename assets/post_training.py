@@ -43,14 +43,9 @@ CHECKS = {
 }
 
 
-def _checkpoint_step(spec) -> int | None:
-    found = latest(spec.dir)
-    return found.step if found else None
-
-
-def _result(asset: str, spec, cached: bool, reported: dict) -> dg.MaterializeResult:
+def _result(asset: str, spec, checkpoint, cached: bool, reported: dict) -> dg.MaterializeResult:
     records = read_metrics(spec.dir)
-    summary = post_report.summarize(asset, spec, records)
+    summary = post_report.summarize(asset, spec, records, checkpoint.path)
     md = {**{k: v for k, v in reported.items() if k != "checkpoint"},
           "checkpoint": dg.MetadataValue.path(summary["checkpoint"]), "step": summary["step"], "cached": cached,
           "stage": spec.config["stage"],
@@ -84,7 +79,9 @@ def _post_asset(asset: str):
             spec = prepare_post(settings.store(), settings.data_config(), asset)
         except (PostTrainError, ValueError) as e:
             raise dg.Failure(str(e)) from e
-        step = _checkpoint_step(spec)
+        # verified once before and once after training: each verification hashes every file
+        found = latest(spec.dir)
+        step = found.step if found else None
         cached = step is not None and step >= spec.steps
         reported = {}
         if cached:
@@ -94,9 +91,10 @@ def _post_asset(asset: str):
                     "yunque.resumed_from_step": str(step or 0)}
             reported = run_program(context, spec, launcher, mlflow, "model.post_train", tags,
                                    plots=lambda: post_report.plot_run(spec))
-        if latest(spec.dir) is None:
+            found = latest(spec.dir)
+        if found is None:
             raise dg.Failure(f"{asset}: training finished but left no checkpoint under {spec.dir}")
-        return _result(asset, spec, cached, reported)
+        return _result(asset, spec, found, cached, reported)
 
     return _asset
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from model.checkpoint_files import latest
 from stages.loss_curve import steps_of_last_attempt
 from stages.pretrain import read_metrics
 
@@ -117,9 +116,9 @@ def plot_run(spec) -> list[Path]:
     return [png] if png else []
 
 
-def summarize(asset: str, spec, records: list[dict]) -> dict:
+def summarize(asset: str, spec, records: list[dict], found: Path) -> dict:
+    """The stage's result from `found`, its checkpoint as the asset verified it."""
     stage = spec.config["stage"]
-    found = latest(spec.dir).path
     state = json.loads((found / "state.json").read_text())
     sums = json.loads((found / "checksums.json").read_text())
     final = {k: v for k, v in state.get("metrics", {}).items()
