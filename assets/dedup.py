@@ -57,16 +57,26 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
 
 @dg.asset(partitions_def=shards, deps=[filtered_documents, dedup_index],
           code_version=CODE_VERSIONS["deduped_documents"], group_name="data", kinds={"parquet"},
-          automation_condition=DEDUPED_CONDITION, output_required=False)
-def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings):
+          automation_condition=DEDUPED_CONDITION)
+def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:
     """The shard's kept documents: filtered minus near-duplicates and repeated paragraphs.
-    If the index does not cover the shard's current signatures yet, nothing is
-    materialized (and the step says why): the index rebuild will request it again."""
+    Always a materialization when it succeeds, with zero rows if nothing is left to keep
+    (a backfill counts a partition that yields nothing as failed, with everything
+    downstream). If the index does not cover the shard's current signatures, the step
+    fails and says what to materialize first."""
     store = settings.store()
+    shard = context.partition_key
     try:
-        stats = deduped_stage(store, context.partition_key, settings.data_config())
+        stats = deduped_stage(store, shard, settings.data_config())
     except StaleIndexError as e:
-        context.log.warning(f"not materialized: {e}")
-        return
-    yield stage_result(stats, store.part("deduped_documents", context.partition_key),
-                       store.rejected(context.partition_key, "dedup"))
+        raise dg.Failure(
+            description=f"deduped_documents[{shard}]: the dedup index does not cover this shard's current "
+                        f"documents ({e}). Materialize minhash_signatures[{shard}], then dedup_index, then this "
+                        "partition again (the automation sensor does it in that order).",
+            metadata={"shard": shard, "reason": str(e)},
+            allow_retries=False,  # a retry finds the same index; the index's rebuild requests this again
+        ) from e
+    if stats.docs_out == 0:
+        context.log.warning(f"{shard}: no document left to keep after dedup ({stats.docs_in} in, "
+                            f"drops {stats.drops}); materialized with zero rows")
+    return stage_result(stats, store.part("deduped_documents", shard), store.rejected(shard, "dedup"))

@@ -11,32 +11,41 @@ from assets import (
     filtering,
     ingest,
     post_training,
+    promotion,
     token_checks,
     tokens,
     training,
 )
+from assets.automation import train_job, train_on_new_data
 from assets.jobs import dedup_job, shard_job
 from assets.sensors import shard_sensor
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from resources.corpus import default_corpus
+from stages import home as home_settings
 from stages.env import apply as telemetry_off
 from stages.env import home as default_home
 
 telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
-ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens, training, post_training, evaluation])
-CHECKS = dg.load_asset_checks_from_modules([checks, token_checks])
+ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens, training, post_training, evaluation,
+                                      promotion])
+CHECKS = dg.load_asset_checks_from_modules([checks, token_checks, promotion])
 
 
 def build_resources(home: str | None = None, corpus: str | None = None, preset: str | None = None,
                     overrides: dict | str | None = None, endpoint_url: str | None = None) -> dict:
-    """Resources from explicit values, falling back to YUNQUE_* environment variables."""
+    """Resources from explicit values, else YUNQUE_* environment variables, else what the
+    home remembers (`stages.home`: written by `yunque run`), else the defaults."""
     home = home or str(default_home())
+    saved = home_settings.read(home)
+    corpus = corpus or os.environ.get("YUNQUE_CORPUS") or saved.corpus or default_corpus()
+    endpoint_url = endpoint_url or os.environ.get("YUNQUE_S3_ENDPOINT") or saved.s3_endpoint or None
+    preset = preset or os.environ.get("YUNQUE_PRESET") or saved.preset
+    if overrides is None:
+        overrides = os.environ.get("YUNQUE_OVERRIDES") or saved.overrides
     return {
-        "corpus": CorpusStorage(uri=corpus or default_corpus(),
-                                endpoint_url=endpoint_url or os.environ.get("YUNQUE_S3_ENDPOINT") or None),
-        "settings": YunqueSettings.build(home, preset or os.environ.get("YUNQUE_PRESET", "tiny"),
-                                         overrides or os.environ.get("YUNQUE_OVERRIDES", "{}")),
+        "corpus": CorpusStorage(uri=corpus, endpoint_url=endpoint_url),
+        "settings": YunqueSettings.build(home, preset, overrides),
         "launcher": TorchrunLauncher(nproc_per_node=int(os.environ.get("YUNQUE_NPROC_PER_NODE", "1")),
                                      timeout_s=int(os.environ.get("YUNQUE_TRAIN_TIMEOUT", "0"))),
         "mlflow": MlflowTracking(home=home, tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", "")),
@@ -47,13 +56,17 @@ def build_resources(home: str | None = None, corpus: str | None = None, preset: 
 # deduped_documents, the tokenizer (once) and token_shards follow through their automation conditions.
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "data_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Carries new or changed shards through the data half: when signatures change, dedup_index is "
+                "rebuilt, then deduped_documents and token_shards follow; the tokenizer is trained once, when it "
+                "is missing. Training is not automated here: see the train_on_new_data schedule.",
     minimum_interval_seconds=int(os.environ.get("YUNQUE_AUTOMATION_INTERVAL", "30")),
 )
 
 defs = dg.Definitions(
     assets=ASSETS,
     asset_checks=CHECKS,
-    jobs=[shard_job, dedup_job],
+    jobs=[shard_job, dedup_job, train_job],
+    schedules=[train_on_new_data],
     sensors=[shard_sensor, automation_sensor],
     resources=build_resources(),
 )

@@ -5,7 +5,7 @@ import dataclasses
 import dagster as dg
 
 from assets.launching import TRAINING_POOL
-from assets.metadata import rows_table
+from assets.metadata import image, rows_table
 from assets.post_training import dpo_model, grpo_model, ppo_model, sft_model
 from assets.training import base_model
 from resources import MlflowTracking, YunqueSettings
@@ -16,7 +16,8 @@ from stages.evaluation import (
     evaluate_all,
     export_latest,
 )
-from stages.store import cache_key
+from stages.lineage import LineageError, chain, lineage_tags
+from stages.store import DataStore, cache_key
 
 # The checkpoint assets the report and the export read, in chain order (the reward model
 # is not a language model to evaluate: its held-out accuracy is in its own metadata).
@@ -26,6 +27,8 @@ ALARMS = {
     "val_loss_rising": "validation loss has risen above its minimum by more than 0.01 nats",
     "overfitting": "training loss fell over the last evaluations while validation loss did not",
     "repetition": "a generation sample repeats its own 4-grams more than eval.repetition_threshold",
+    "outdated_chain": "the stage was trained from a parent that has been retrained since (re-materialize the "
+                      "stages named, parents first)",
 }
 NUMERIC = ("val_loss", "val_ppl", "val_bpb", "math_accuracy", "format_rate", "distinct_2", "repeat_4_max")
 
@@ -51,10 +54,12 @@ def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
     store, cfg = settings.store(), settings.data_config()
     try:
         result = evaluate_all(store, cfg, progress=context.log.info)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, LineageError) as e:
         raise dg.Failure(str(e)) from e
     report, paths = result["report"], result["paths"]
-    tags = {"dagster.run_id": context.run.run_id, "dagster.asset_key": EVAL_REPORT}
+    tags = {"dagster.run_id": context.run.run_id, "dagster.asset_key": EVAL_REPORT,
+            **_lineage(store, result["records"]),
+            "yunque.outdated": ",".join(s for s, row in report["rows"].items() if row["outdated"])}
     for stage, row in report["rows"].items():
         tags |= {f"yunque.checkpoint.{stage}": row["checkpoint"], f"yunque.mlflow_run.{stage}": row["mlflow_run_id"]}
     run_id = mlflow.start_run(EVAL_REPORT, {"eval": dataclasses.asdict(cfg.eval)}, tags)
@@ -67,12 +72,23 @@ def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
         "report_json": dg.MetadataValue.path(str(paths["json"])),
         "stages": list(report["rows"]), "reused_rows": result["reused"], "mlflow_run_id": run_id,
         "cached": len(result["reused"]) == len(report["rows"]),
+        "outdated": [s for s, row in report["rows"].items() if row["outdated"]],
+        "not_evaluated": dg.MetadataValue.json(result["skipped"]),
     }
-    md |= {f"{k}_png": dg.MetadataValue.path(str(p)) for k, p in paths.items() if p.suffix == ".png"}
+    md |= {f"{k}_png": image(p, k.replace("_", " ")) for k, p in paths.items() if p.suffix == ".png"}
     for r in report["table"]:
         md |= {f"{r['stage']}/{c}": r[c] for c in NUMERIC if isinstance(r[c], (int, float))}
     version = cache_key(*(row.get("eval_key", "") for row in report["rows"].values()))
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(version), check_results=_checks(report))
+
+
+def _lineage(store: DataStore, records: dict[str, dict]) -> dict[str, str]:
+    """The lineage tags of every evaluated stage: the most downstream first, so that each
+    stage's own current record wins over the older copy of it an outdated stage carries."""
+    tags: dict[str, str] = {}
+    for rec in reversed(list(records.values())):
+        tags |= lineage_tags(store, rec)
+    return tags
 
 
 TRANSFORMERS_MATCH = "transformers_logits_match"
@@ -89,7 +105,7 @@ def exported_model(context: dg.AssetExecutionContext, settings: YunqueSettings) 
     store, cfg = settings.store(), settings.data_config()
     try:
         record = export_latest(store, cfg)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, LineageError) as e:
         raise dg.Failure(str(e)) from e
     results = record["checks"]
     context.log.info(f"{record['stage']} step {record['step']} in {record['dir']}"
@@ -109,6 +125,8 @@ def exported_model(context: dg.AssetExecutionContext, settings: YunqueSettings) 
           "checkpoint": dg.MetadataValue.path(record["checkpoint"]), "architecture": record["architecture"],
           "files": dg.MetadataValue.json(record["files"]),
           "max_abs_logit_diff": results["hf"]["max_abs_diff"], "cached": record["cached"],
+          "weights_sha256": record["source"]["weights_sha256"],
+          "lineage": dg.MetadataValue.json({r["asset"]: r["weights_sha256"] for r in chain(record["lineage"])}),
           "load": dg.MetadataValue.md(f"```python\nAutoModelForCausalLM.from_pretrained({record['dir']!r})\n```")}
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(record["export_key"][:20]),
                                 check_results=checks)

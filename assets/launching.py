@@ -1,6 +1,7 @@
 """Launching a training program (pretraining or a post-training stage) from an asset:
 torchrun through Dagster Pipes under the TorchrunLauncher, one MLflow run per attempt,
-and the program's own reason when it fails."""
+and the program's own reason when it fails. Every run carries the chain's lineage as tags
+(stages.lineage.lineage_tags); its params are the recipe."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,9 @@ from dagster._core.errors import DagsterPipesExecutionError  # not exported at t
 from resources import MlflowTracking, TorchrunLauncher
 from stages import loss_curve
 from stages.env import TELEMETRY_OFF
+from stages.lineage import lineage_tags, planned_record
 from stages.pretrain import RunSpec, read_metrics
+from stages.store import DataStore
 
 # Training assets share one pool: with `pools: default_limit: 1` in dagster.yaml a
 # machine never runs two trainings on the same devices at once.
@@ -21,6 +24,8 @@ TRAINING_POOL = "training"
 # so the training program's reason is read from its last records instead.
 EXIT_REASONS = {124: "stopped: the run exceeded TorchrunLauncher.timeout_s", 130: "interrupted"}
 ERROR_KINDS = {"PreflightError": "refused by the preflight plan", "TrainingStopped": "training stopped on a bad step"}
+# a refusal by the plan is the same on every attempt: not worth an asset's retry policy
+NOT_RETRIED = {"PreflightError"}
 
 
 def failure(spec: RunSpec, error: Exception) -> dg.Failure:
@@ -36,7 +41,8 @@ def failure(spec: RunSpec, error: Exception) -> dg.Failure:
         detail = f"{ERROR_KINDS.get(err['kind'], err['kind'])}:\n{err['message']}"
     else:
         detail = f"{error} (the training program left no reason: see its stderr in the run's logs)"
-    return dg.Failure(f"{spec.asset}: {detail}\n(records in {spec.dir / 'metrics.jsonl'})")
+    retry = not (code is None and err is not None and err["kind"] in NOT_RETRIED)
+    return dg.Failure(f"{spec.asset}: {detail}\n(records in {spec.dir / 'metrics.jsonl'})", allow_retries=retry)
 
 
 def run_program(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunLauncher,
@@ -44,9 +50,12 @@ def run_program(context: dg.AssetExecutionContext, spec: RunSpec, launcher: Torc
                 plots: Callable[[], list[Path]] | None = None) -> dict:
     """Run `python -m module --config <spec.config_path>` under torchrun; what rank 0
     reported as the materialization's metadata."""
+    store = DataStore(spec.dir.parent.parent)  # spec.dir is <home>/data/<asset> (stages.store.DataStore.dir)
     tags = {"dagster.run_id": context.run.run_id, "dagster.asset_key": context.asset_key.to_user_string(),
-            "yunque.run_key": spec.key, **tags}
-    run_id = mlflow.start_run(f"{spec.asset}-{spec.key[:8]}", {**spec.config, "lineage": spec.lineage}, tags)
+            "yunque.run_key": spec.key, **lineage_tags(store, planned_record(store, spec)), **tags}
+    # params are the recipe; the lineage (records, hashes) is in the tags, where runs are searched by it
+    params = {k: v for k, v in spec.config.items() if k != "lineage"}
+    run_id = mlflow.start_run(f"{spec.asset}-{spec.key[:8]}", params, tags)
     spec.add_mlflow_run(run_id)
     context.log.info(f"MLflow run {run_id} ({mlflow.uri()}); checkpoints in {spec.dir}")
     cmd = launcher.command(module, "--config", str(spec.config_path))
@@ -58,9 +67,12 @@ def run_program(context: dg.AssetExecutionContext, spec: RunSpec, launcher: Torc
         return reported
     except DagsterPipesExecutionError as e:
         raise failure(spec, e) from e
-    except dg.DagsterExecutionInterruptedError:
+    except dg.DagsterExecutionInterruptedError as e:
         status = "KILLED"  # the run was cancelled; model.launch stopped the whole process tree
-        raise
+        # Dagster retries an interrupted step under a RetryPolicy (meant for preemption), which
+        # would start the training of a cancelled run again: end it as a failure never retried.
+        raise dg.Failure(f"{spec.asset}: cancelled; the training process tree was stopped",
+                         allow_retries=False) from e
     finally:
         if plots is not None:
             pngs = plots()

@@ -1,8 +1,11 @@
 """Turn a stage's `StageStats` into Dagster metadata: counts, drops per reason, bytes,
-paths and a preview table of the output."""
+paths and a preview table of the output; and plots shown inline (`image`)."""
 
 from __future__ import annotations
 
+import base64
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +13,11 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from stages.store import StageStats
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Bytes of PNG shown inline at most: base64 adds a third, and every byte is stored in the
+# event log and sent to each browser that opens the asset; our matplotlib plots are ~50 KB.
+INLINE_LIMIT = 1_000_000
 
 
 def drops_markdown(drops: dict[str, int]) -> str:
@@ -78,3 +86,23 @@ def rows_table(rows: list[dict]) -> dg.TableMetadataValue:
              for c in cols}
     return dg.MetadataValue.table([dg.TableRecord(r) for r in rows],
                                   schema=dg.TableSchema([dg.TableColumn(c, kinds[c]) for c in cols]))
+
+
+def image(path: Path, alt: str, limit: int = INLINE_LIMIT) -> dg.MetadataValue:
+    """A PNG shown in the Dagster UI: markdown whose image is a base64 data: URI. The UI
+    renders markdown metadata with MarkdownWithPlugins, which adds "data" to
+    rehype-sanitize's allowed `src` protocols (dagster-webserver's bundle), and the
+    webserver's CSP sets no img-src; markdown over 1,000 characters (any image) sits
+    behind the entry's "[Show Markdown]" button, which opens the rendered plot. A file
+    that is missing, not a PNG or over `limit` bytes comes back as a path, with a warning."""
+    path = Path(path)
+    size = path.stat().st_size if path.is_file() else -1
+    data = path.read_bytes() if 0 <= size <= limit else b""  # never read a large file whole
+    if not data.startswith(PNG_SIGNATURE):
+        why = ("missing" if size < 0 else f"{size:,} bytes, over the {limit:,} shown inline" if size > limit
+               else "not a PNG")
+        warnings.warn(f"{path}: {why}; metadata keeps its path", stacklevel=2)
+        return dg.MetadataValue.path(str(path))
+    # brackets and newlines would end the alt text early
+    text = " ".join(re.sub(r"[\[\]]", " ", alt).split())
+    return dg.MetadataValue.md(f"![{text}](data:image/png;base64,{base64.b64encode(data).decode('ascii')})")

@@ -1,14 +1,19 @@
 """The post-training chain: sft_model -> reward_model -> dpo_model -> ppo_model ->
 grpo_model, each a torchrun program (model.post_train) launched through Dagster Pipes
-like base_model, tracked in MLflow, checkpointed and resumed from its last checkpoint."""
+like base_model, tracked in MLflow, checkpointed and resumed from its last checkpoint.
+Each starts from its parent's recorded checkpoint and, on success, records its own
+(data/<asset>/materialized.json, stages.lineage)."""
+
+from pathlib import Path
 
 import dagster as dg
 
 from assets.launching import TRAINING_POOL, run_program
-from assets.metadata import rows_table
-from model.checkpoint_files import latest
+from assets.metadata import image, rows_table
+from model.checkpoint_files import all_checkpoints
 from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
 from stages import post_report
+from stages.lineage import LineageError, finished_checkpoint, record_materialized
 from stages.post_train import (
     CHAIN,
     POST_CODE_VERSION,
@@ -43,21 +48,30 @@ CHECKS = {
 }
 
 
-def _result(asset: str, spec, checkpoint, cached: bool, reported: dict) -> dg.MaterializeResult:
+# A crash (out of memory, a lost node) is worth retrying: the program resumes exactly from
+# its last checkpoint, so a retry costs only the steps since. Refusals are not retried.
+RETRY = dg.RetryPolicy(max_retries=2, delay=10)
+
+
+def _result(asset: str, spec, checkpoint, cached: bool, reported: dict, record: dict) -> dg.MaterializeResult:
     records = read_metrics(spec.dir)
     summary = post_report.summarize(asset, spec, records, checkpoint.path)
+    parent = record["parent"]
     md = {**{k: v for k, v in reported.items() if k != "checkpoint"},
           "checkpoint": dg.MetadataValue.path(summary["checkpoint"]), "step": summary["step"], "cached": cached,
           "stage": spec.config["stage"],
-          "run_key": spec.key, "mlflow_run_id": summary["mlflow_run_id"],
-          "lineage": dg.MetadataValue.json(spec.lineage), "config": dg.MetadataValue.json(spec.config["train"])}
+          "run_key": spec.key, "mlflow_run_id": record["mlflow_run_id"],
+          "parent": f"{parent['asset']} {parent['weights_sha256'][:12]} (dagster run {parent['dagster_run_id']})",
+          "materialized": dg.MetadataValue.path(str(spec.dir / "materialized.json")),
+          "lineage": dg.MetadataValue.json({k: v for k, v in spec.lineage.items() if k != "parent"}),
+          "config": dg.MetadataValue.json(spec.config["train"])}
     md |= summary["final"]
     if summary["plan"]:
         md["plan"] = dg.MetadataValue.md("```\n" + summary["plan"] + "\n```")
     if summary["curve"]:
         md["curve"] = rows_table(summary["curve"])
     if summary["png"]:
-        md["curve_png"] = dg.MetadataValue.path(summary["png"])
+        md["curve_png"] = image(Path(summary["png"]), f"{asset} training curve")
     name, description = CHECKS[asset]
     verdict = summary["check"]
     check = dg.AssetCheckResult(check_name=name, passed=verdict["passed"], severity=dg.AssetCheckSeverity.WARN,
@@ -72,29 +86,33 @@ def _post_asset(asset: str):
 
     @dg.asset(name=asset, deps=deps, group_name="post_training", kinds={"pytorch", "mlflow"},
               pool=TRAINING_POOL, code_version=POST_CODE_VERSION, description=DESCRIPTIONS[asset],
-              check_specs=[dg.AssetCheckSpec(CHECKS[asset][0], asset=asset)])
+              check_specs=[dg.AssetCheckSpec(CHECKS[asset][0], asset=asset)], retry_policy=RETRY)
     def _asset(context: dg.AssetExecutionContext, settings: YunqueSettings, launcher: TorchrunLauncher,
                mlflow: MlflowTracking) -> dg.MaterializeResult:
+        store = settings.store()
         try:
-            spec = prepare_post(settings.store(), settings.data_config(), asset)
-        except (PostTrainError, ValueError) as e:
-            raise dg.Failure(str(e)) from e
-        # verified once before and once after training: each verification hashes every file
-        found = latest(spec.dir)
-        step = found.step if found else None
-        cached = step is not None and step >= spec.steps
+            spec = prepare_post(store, settings.data_config(), asset)
+        except (PostTrainError, LineageError, ValueError) as e:
+            raise dg.Failure(str(e), allow_retries=False) from e  # a missing parent stays missing
+        # the run's last step, verified once before and once after training (each hashes every file)
+        found = finished_checkpoint(spec)
+        cached = found is not None
         reported = {}
         if cached:
             context.log.info(f"{spec.dir} holds this run's last step ({spec.steps}): nothing to train")
         else:
+            newest = all_checkpoints(spec.dir)  # where the program resumes (it verifies the step itself)
             tags = {"yunque.stage": spec.config["stage"], "yunque.init_checkpoint": spec.config["init"],
-                    "yunque.resumed_from_step": str(step or 0)}
+                    "yunque.resumed_from_step": str(newest[-1].step if newest else 0)}
             reported = run_program(context, spec, launcher, mlflow, "model.post_train", tags,
                                    plots=lambda: post_report.plot_run(spec))
-            found = latest(spec.dir)
+            found = finished_checkpoint(spec)
         if found is None:
-            raise dg.Failure(f"{asset}: training finished but left no checkpoint under {spec.dir}")
-        return _result(asset, spec, found, cached, reported)
+            raise dg.Failure(f"{asset}: training finished but left no intact checkpoint at step {spec.steps} "
+                             f"under {spec.dir}")
+        runs = spec.record().get("mlflow_runs", [])
+        record = record_materialized(store, asset, spec, found, context.run.run_id, runs[-1] if runs else "")
+        return _result(asset, spec, found, cached, reported, record)
 
     return _asset
 

@@ -12,8 +12,43 @@ from resources import CorpusStorage
 # How often the corpus is listed; the tests shorten it.
 INTERVAL = int(os.environ.get("YUNQUE_SENSOR_INTERVAL", "60"))
 
+RAW = dg.AssetKey("raw_documents")
 
-@dg.sensor(job=shard_job, minimum_interval_seconds=INTERVAL, default_status=dg.DefaultSensorStatus.RUNNING)
+
+def in_backfills(instance: dg.DagsterInstance) -> set[str]:
+    """Shards whose raw_documents an unfinished backfill (`yunque run`, the UI) will read:
+    requesting them too would only race it."""
+    from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
+
+    active = instance.get_backfills(filters=BulkActionsFilter(
+        statuses=[BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]))
+    keys: set[str] = set()
+    for backfill in active:
+        data = backfill.asset_backfill_data if backfill.is_asset_backfill else None
+        if data is not None and RAW in data.target_subset.asset_keys:
+            keys |= set(data.target_subset.get_partitions_subset(RAW).get_partition_keys())
+    return keys
+
+
+def materialized_fingerprint(instance: dg.DagsterInstance, shard: str) -> str | None:
+    """The shard fingerprint that its latest raw_documents materialization read (None if
+    it has none, or only one from before materializations carried it)."""
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=RAW, asset_partitions=[shard]),
+                                              limit=1).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    value = records[0].asset_materialization.metadata.get("fingerprint")
+    return value.value if isinstance(value, dg.TextMetadataValue) else None
+
+
+@dg.sensor(
+    job=shard_job, minimum_interval_seconds=INTERVAL, default_status=dg.DefaultSensorStatus.RUNNING,
+    description=f"Lists the corpus every {INTERVAL} s (YUNQUE_SENSOR_INTERVAL): registers each new shard as a "
+                "partition of `shards` and runs shard_job for it, runs it again for a shard whose files changed "
+                "(new fingerprint), and deregisters a shard that is gone. A shard whose latest raw_documents "
+                "materialization already read its current files (by `yunque run`, a backfill or an earlier "
+                "tick), or that an unfinished backfill is about to read, is not requested.",
+)
 def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> dg.SensorResult:
     """Registers every new shard as a dynamic partition and requests a run for it; a
     shard whose files changed (new fingerprint) is requested again; a shard that is gone
@@ -22,10 +57,17 @@ def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> 
     found = {s.key: s.fingerprint for s in corpus.shards()}
     registered = set(context.instance.get_dynamic_partitions(shards.name))
     new_keys = sorted(k for k in found if k not in registered)
-    changed = sorted(k for k, fp in found.items() if seen.get(k) != fp)
+    # The cursor only knows what this sensor requested: on a home built by `yunque run`
+    # (or after a cursor reset) it starts empty, so the instance is asked what was read
+    # already; only for shards the cursor does not vouch for, none on a quiet tick.
+    unsure = sorted(k for k, fp in found.items() if seen.get(k) != fp)
+    busy = in_backfills(context.instance) if unsure else set()
+    changed = [k for k in unsure if k not in busy and materialized_fingerprint(context.instance, k) != found[k]]
     gone = sorted(registered - found.keys())
+    # a shard left to a backfill stays out of the cursor: the next tick looks again
+    cursor = json.dumps({k: fp for k, fp in found.items() if k not in busy}, sort_keys=True)
     if not changed and not new_keys and not gone:
-        return dg.SensorResult(skip_reason=f"no new or changed shards under {corpus.uri}", cursor=context.cursor)
+        return dg.SensorResult(skip_reason=f"no new or changed shards under {corpus.uri}", cursor=cursor)
     requests = [dg.RunRequest(run_key=f"{k}:{found[k]}", partition_key=k) for k in changed]
     return dg.SensorResult(
         run_requests=requests,
@@ -33,5 +75,5 @@ def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> 
             *([shards.build_add_request(new_keys)] if new_keys else []),
             *([shards.build_delete_request(gone)] if gone else []),
         ],
-        cursor=json.dumps(found, sort_keys=True),
+        cursor=cursor,
     )

@@ -5,12 +5,13 @@ import json
 import dagster as dg
 
 from assets.launching import TRAINING_POOL, run_program
-from assets.metadata import rows_table
+from assets.metadata import image, rows_table
 from assets.partitions import consumed_shards
 from assets.tokens import token_shards, tokenizer
 from model.checkpoint_files import latest as latest_checkpoint
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from stages import loss_curve
+from stages.lineage import finished_checkpoint, record_materialized
 from stages.pretrain import (
     BASE_MODEL,
     CODE_VERSION,
@@ -24,33 +25,46 @@ from stages.pretrain import (
 BEATS_UNIGRAM = "val_loss_below_unigram_entropy"
 
 
+# Exact resume makes a retry cheap: it continues from the last checkpoint, not from step 0.
+RETRY = dg.RetryPolicy(max_retries=2, delay=10)
+
+
 @dg.asset(deps=[tokenizer, token_shards], group_name="training", kinds={"pytorch", "mlflow"}, pool=TRAINING_POOL,
-          code_version=CODE_VERSION, check_specs=[dg.AssetCheckSpec(BEATS_UNIGRAM, asset=BASE_MODEL)])
+          code_version=CODE_VERSION, check_specs=[dg.AssetCheckSpec(BEATS_UNIGRAM, asset=BASE_MODEL)],
+          retry_policy=RETRY)
 def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, launcher: TorchrunLauncher,
                mlflow: MlflowTracking, corpus: CorpusStorage) -> dg.MaterializeResult:
     """A decoder-only transformer pretrained on the token shards' training split, with
     validation loss, perplexity and bits per byte; checkpoints under data/base_model/
-    (the directory resolves to its latest intact checkpoint)."""
+    (the directory resolves to its latest intact checkpoint). When only the shards changed
+    since a finished run, it continues that run on the new shards with a replay of the old."""
     store = settings.store()
     cfg = settings.data_config()
     chosen = consumed_shards(context, settings, corpus, "token_shards")
-    if chosen.pending:
-        context.log.warning(f"shards not encoded yet, left out of this run: {chosen.pending}")
+    if chosen.pending:  # training without them would silently be a model of part of the corpus
+        raise dg.Failure(f"shards not encoded yet: {sorted(chosen.pending)}; materialize token_shards for them "
+                         "(or remove them from the corpus) first", allow_retries=False)
     try:
         spec = prepare(store, chosen.ready, cfg, BASE_MODEL)
     except PretrainError as e:
-        raise dg.Failure(str(e)) from e
+        raise dg.Failure(str(e), allow_retries=False) from e  # a refusal is the same on every attempt
     entropy = unigram_entropy(spec.config["train"]["shards"])
-    latest = latest_checkpoint(spec.dir)
-    cached = latest is not None and latest.step >= spec.steps
+    # the run's own last step, intact: an older fallback checkpoint would be refused downstream
+    latest = finished_checkpoint(spec)
+    cached = latest is not None
     reported = {}
     if cached:
         context.log.info(f"{latest.path} is this run's last step ({spec.steps}): nothing to train")
     else:
-        reported = _train(context, spec, launcher, mlflow, resumed_from=latest.step if latest else 0)
-        latest = latest_checkpoint(spec.dir)
+        context.log.info(f"{spec.lineage['start']}; steps {spec.start_step}..{spec.steps}")
+        newest = latest_checkpoint(spec.dir)
+        reported = _train(context, spec, launcher, mlflow, resumed_from=newest.step if newest else spec.start_step)
+        latest = finished_checkpoint(spec)
         if latest is None:
-            raise dg.Failure(f"training finished but left no intact checkpoint under {spec.dir}")
+            raise dg.Failure(f"training finished but left no intact checkpoint at step {spec.steps} under {spec.dir}")
+    # what eval_report, export and the post-training chain consume (stages.lineage)
+    runs = spec.record().get("mlflow_runs", [])
+    record_materialized(store, BASE_MODEL, spec, latest, context.run.run_id, runs[-1] if runs else "")
     return _result(spec, latest, cached, entropy, reported)
 
 
@@ -58,7 +72,9 @@ def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunL
            resumed_from: int) -> dict:
     tags = {"yunque.tokenizer_version": spec.lineage["tokenizer_hash"],
             "yunque.token_shards_versions": json.dumps(spec.lineage["token_shards"], sort_keys=True),
-            "yunque.resumed_from_step": str(resumed_from)}
+            "yunque.resumed_from_step": str(resumed_from), "yunque.start": spec.lineage.get("start", "")}
+    if cont := spec.continued_from:
+        tags |= {"yunque.continued_from": cont["run_key"], "yunque.continued_from_step": str(cont["step"])}
     tags |= {f"yunque.token_shards.{s}": v for s, v in spec.lineage["token_shards"].items()}
     return run_program(context, spec, launcher, mlflow, "model.train", tags)
 
@@ -86,10 +102,11 @@ def _result(spec: RunSpec, latest, cached: bool, entropy: float, reported: dict)
         md["plan"] = dg.MetadataValue.md("```\n" + plan["summary"] + "\n```")
     if estimate:
         md["estimated_seconds"] = round(estimate["estimated_total_s"], 1)
+    md |= _continuation(spec, state)
     if rows := loss_curve.eval_rows(records):
         md["loss_curve"] = rows_table(rows)
     if (spec.dir / "loss_curve.png").exists():
-        md["loss_curve_png"] = dg.MetadataValue.path(str(spec.dir / "loss_curve.png"))
+        md["loss_curve_png"] = image(spec.dir / "loss_curve.png", "base_model loss curve")
     val = m.get("val_loss")
     check = dg.AssetCheckResult(
         check_name=BEATS_UNIGRAM, passed=bool(val is not None and val < entropy), severity=dg.AssetCheckSeverity.WARN,
@@ -98,3 +115,22 @@ def _result(spec: RunSpec, latest, cached: bool, entropy: float, reported: dict)
                     "of the training tokens' unigram distribution")
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(checksums["model.safetensors"][:20]),
                                 check_results=[check])
+
+
+def _continuation(spec: RunSpec, state: dict) -> dict:
+    """How the run started (fresh, and why, or continued from which run), its steps and
+    the mixture of source groups it read, with the tokens this run drew from each."""
+    md: dict = {"start": spec.lineage.get("start", ""), "start_step": spec.start_step,
+                "step_range": f"{spec.start_step}..{spec.steps}"}
+    if cont := spec.continued_from:
+        md["continued_from"] = dg.MetadataValue.json(cont)
+    drawn = state.get("tokens_per_source") or {}
+    sources = spec.lineage.get("sources") or []
+    if sources:
+        if spec.continued_from is None:  # a fresh run reads one group: all it trained on came from it
+            drawn = {sources[0]["name"]: state.get("tokens_seen", 0)}
+        md["mixture"] = rows_table([
+            {"source": g["name"], "shards": ", ".join(g["shards"]), "weight": float(g["weight"]),
+             "train_tokens": int(g["train_tokens"]), "tokens_drawn": int(drawn.get(g["name"], 0))}
+            for g in sources])
+    return md

@@ -38,7 +38,7 @@ def _run(corpus: str, select: str, overrides: str) -> float:
     t0 = time.perf_counter()
     summary = run_graph(corpus, select, "tiny", overrides)
     if not summary.ok:
-        raise SystemExit(f"{select} failed: {[r['error'] for r in summary.runs if not r['ok']]}")
+        raise SystemExit(f"{select} failed: {[r.error for r in summary.runs if not r.ok]}")
     return time.perf_counter() - t0
 
 

@@ -136,6 +136,20 @@ class TrainConfig:
     activation_checkpointing: bool = False
     preflight: bool = True  # refuse a run whose memory estimate exceeds the device
     warmup_probe_steps: NonNegInt = 3  # steps timed before training for the plan's time estimate (0: none)
+    # Continued pretraining: when only the token shards changed since a complete run (same
+    # tokenizer, model and recipe), the next run starts from its final weights and trains
+    # `continue_steps` more on new/changed shards mixed with a replay of the old ones.
+    continue_from_previous: bool = True  # False: any change of shards trains from scratch
+    continue_steps: NonNegInt = 0  # 0: half of `steps` (so it follows a steps override)
+    replay_fraction: Fraction = 0.25  # share of windows from the shards the previous run saw
+    # Filled in by the stage for a continued run (stages/pretrain.py), like `shards`:
+    init_from: str = ""  # checkpoint directory whose weights the run starts from
+    start_step: NonNegInt = 0  # that checkpoint's step; the run ends at `steps`
+    replay_shards: list[str] = dataclasses.field(default_factory=list)  # the old group, a subset of `shards`
+
+    def continuation_steps(self) -> int:
+        """Steps a continued run trains beyond the run it continues."""
+        return self.continue_steps or max(1, self.steps // 2)
 
     def micro_steps(self, world_size: int) -> int:
         if self.tokens_per_step <= 0:
@@ -147,6 +161,11 @@ class TrainConfig:
 # Fields that do not change what a run computes: where it reads and writes, and safety rails.
 RUNTIME_FIELDS = ("shards", "out", "tokenizer", "threads", "preflight", "warmup_probe_steps", "keep_checkpoints",
                   "checkpoint_every")
+# Fields of a continuation: not in the recipe that a fresh run and its continuations share
+# (changing the replay fraction must not make the previous run look like another recipe);
+# a continued run's key covers them through the start it describes.
+CONTINUATION_FIELDS = ("continue_from_previous", "continue_steps", "replay_fraction", "init_from", "start_step",
+                       "replay_shards")
 
 
 def train_tiny() -> TrainConfig:
@@ -154,6 +173,8 @@ def train_tiny() -> TrainConfig:
     # 1600 steps of 2,048 tokens are ~8 epochs of the sample's 409k training tokens:
     # validation loss still falls at the end (3.83 nats against a unigram entropy of 6.8),
     # in about 3 minutes compiled (bf16 autocast, ~19k tokens/s; eager ~12k).
+    # New shards continue for half as long again (continue_steps 0): 800 steps are ~1.6M
+    # tokens, several epochs of a new shard of the sample's size, with a quarter replayed.
     return TrainConfig(steps=1600, batch_size=8, seq_len=256, lr=3e-3, min_lr=3e-4, warmup=50,
                        dtype="bf16", compile=True, eval_every=200, eval_batches=14, checkpoint_every=400)
 

@@ -6,7 +6,10 @@ llama.cpp's converter load as they are:
     model.safetensors        the state dict as it is (our names are Llama's); tied head stored once
     tokenizer.json, tokenizer_config.json (with the chat template), special_tokens_map.json,
     chat_template.jinja
-    yunque_export.json       where it came from (checkpoint, step, metrics), the files; the
+    yunque_export.json       where it came from (checkpoint, step, metrics), the files; with
+                             `lineage`, its source (asset, checkpoint, step, weights sha256) and
+                             the source's materialized record, the chain back to the raw shards
+                             (stages.lineage), so a copied export still knows it; the
                              exported_model asset adds its transformers checks
     model-<type>.gguf        with --gguf: f16, q8_0 and q4_0 (model/export_gguf.py)
 """
@@ -47,9 +50,11 @@ def hf_config(cfg: ModelConfig, tok: ChatTokenizer, dtype: str = "float32") -> d
     }
 
 
-def export_hf(loaded: Loaded, out: Path, dtype: str = "float32", gguf: Sequence[str] = ()) -> dict:
+def export_hf(loaded: Loaded, out: Path, dtype: str = "float32", gguf: Sequence[str] = (),
+              lineage: dict | None = None) -> dict:
     """Write the directory, with a GGUF file for each type in `gguf`; return what was
-    written (paths, sizes) for metadata."""
+    written (paths, sizes) for metadata. `lineage` ({"source": ..., "lineage": record})
+    goes into the record as it is."""
     from model.export_gguf import QTYPES, write_gguf
 
     if dtype not in DTYPES:
@@ -80,6 +85,6 @@ def export_hf(loaded: Loaded, out: Path, dtype: str = "float32", gguf: Sequence[
     state = loaded.state
     record = {"checkpoint": str(loaded.checkpoint.path), "step": loaded.checkpoint.step,
               "metrics": state.get("metrics", {}), "architecture": hf_config(cfg, tok)["architectures"][0],
-              "dtype": dtype, "files": files}
+              "dtype": dtype, "files": files, **(lineage or {})}
     (out / RECORD_FILE).write_text(json.dumps(record, indent=2))
     return record

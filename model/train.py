@@ -6,6 +6,9 @@ Muon; warmup + cosine or warmup-stable-decay; gradient clipping; accumulation to
 target tokens per step; bf16 autocast; optional torch.compile; periodic validation
 (loss, perplexity, bits per byte); checkpoints with exact resume; a stop or skip on
 non-finite losses and loss spikes; a time estimate measured over the first steps.
+A continued run (`train.init_from`) starts from another run's final weights at its step,
+with fresh optimizer moments, re-warms and decays over its own steps, and reads a mixture
+of new and replayed shards (model.data.MixtureWindows).
 Rank 0 writes one JSON object per record to `<out>/metrics.jsonl`, a readable line to
 stdout, and, when launched by Dagster, logs and the materialization through Pipes
 (model.sinks).
@@ -28,7 +31,13 @@ import torch.distributed as dist
 from model import checkpoint as ckpt
 from model import flops, optim, parallel, preflight
 from model.config import ModelConfig, TrainConfig
-from model.data import TokenWindows, validation_batches, validation_bytes_per_token
+from model.data import (
+    MixtureWindows,
+    Source,
+    TokenWindows,
+    validation_batches,
+    validation_bytes_per_token,
+)
 from model.gpt import GPT
 from model.schedule import lr_at
 from model.sinks import Reporter, run_reported
@@ -79,6 +88,28 @@ class _Corpus:
         return cls(sum(s["train"]["tokens"] for s in splits), sum(s["val"]["tokens"] for s in splits))
 
 
+def make_loader(cfg: TrainConfig, d: parallel.Dist) -> TokenWindows | MixtureWindows:
+    """Every shard alike for a fresh run; for a continued one, the shards the previous run
+    did not see (weight 1 - replay_fraction) and a replay of those it did."""
+    if not cfg.init_from:
+        return TokenWindows(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world, seed=cfg.seed)
+    old = set(cfg.replay_shards)
+    groups = [Source("new", [s for s in cfg.shards if s not in old], 1 - cfg.replay_fraction),
+              Source("replay", [s for s in cfg.shards if s in old], cfg.replay_fraction)]
+    # the start step in the seed: a continuation of a continuation must not replay the same order
+    return MixtureWindows([g for g in groups if g.paths], cfg.seq_len, cfg.batch_size, rank=d.rank,
+                          world_size=d.world, seed=[cfg.seed, cfg.start_step])
+
+
+def lr_for(cfg: TrainConfig, step: int) -> float:
+    """Warmup and decay over this run's own steps, start_step..steps. A continued run
+    re-warms (its moments are fresh and the data has shifted) over a short warmup, at most
+    a tenth of its steps, then decays to min_lr again at its last step."""
+    span = cfg.steps - cfg.start_step
+    warmup = min(cfg.warmup, span // 10) if cfg.init_from else cfg.warmup
+    return lr_at(step - cfg.start_step, lr=cfg.lr, min_lr=cfg.min_lr, warmup=warmup, total=span, kind=cfg.schedule)
+
+
 def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
     d = parallel.init()
     if cfg.threads:
@@ -103,14 +134,26 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     torch.manual_seed(cfg.seed)
     model = GPT(mcfg).to(d.device)
     model.activation_checkpointing = cfg.activation_checkpointing
-    last, state = ckpt.latest(out), None
-    if last is not None:  # weights go in before FSDP shards them
+    last, state, init = ckpt.latest(out), None, None
+    if last is not None:  # weights go in before FSDP shards them; a continued run resumes from its own
         ckpt.load_weights(last, model)
         optim_state, state = ckpt.load_training_state(last)
+    elif cfg.init_from:
+        init = _init_checkpoint(cfg)
+        ckpt.load_weights(init, model)
     wrapped = parallel.wrap(model, cfg, d)
+    # A continued run keeps the weights, not the optimizer state: the old moments describe
+    # the end of a schedule decayed to min_lr on the old data, while the new segment
+    # re-warms to the peak rate on shifted data. Fresh moments, bias-corrected from zero
+    # during the re-warmup, are the usual continued-pretraining recipe, and any optimizer's
+    # checkpoint (AdamW or Muon) can then be continued.
     opt = optim.build(model, cfg, fused=d.device.type == "cuda")
-    loader = TokenWindows(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world, seed=cfg.seed)
-    step, tokens_seen, running, last_metrics = 0, 0, None, {}
+    loader = make_loader(cfg, d)
+    step, tokens_seen, running, last_metrics = cfg.start_step, 0, None, {}
+    if init is not None:  # tokens_seen counts the model's whole life
+        tokens_seen = init.state().get("tokens_seen", 0)
+        report(event="continue", step=step, checkpoint=str(init.path), steps=cfg.steps, tokens_seen=tokens_seen,
+               sources=getattr(loader, "names", []))
     if state is not None:
         parallel.load_optimizer(model, opt, optim_state, cfg, d)
         loader.load_state_dict(state["loader"])
@@ -127,8 +170,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     probe = (start_step + 1, start_step + 1 + cfg.warmup_probe_steps)  # the first step pays for compilation
     t_probe, final = None, last  # the checkpoint this run ends on (resumed at the end: the one loaded)
     while step < cfg.steps:
-        opt.set_lr_factor(lr_at(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup, total=cfg.steps,
-                                kind=cfg.schedule) / cfg.lr)
+        opt.set_lr_factor(lr_for(cfg, step) / cfg.lr)
         lr = opt.param_groups[0]["lr"]
         loss_sum = torch.zeros((), device=d.device)
         for micro in range(accum):
@@ -179,6 +221,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
             if d.main:
                 saved = ckpt.save(out, step, weights, optim_state,
                                   {"loader": loader.state_dict(), "tokens_seen": tokens_seen, "running_loss": running,
+                                   "tokens_per_source": _tokens_per_source(loader),
                                    "metrics": last_metrics, "train_config": dataclasses.asdict(cfg),
                                    "model_config": dataclasses.asdict(mcfg)},
                                   keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings,
@@ -191,6 +234,23 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     report(event="done", **last_metrics)
     report.materialize(_final_metadata(last_metrics, model.num_params(), d, final))
     return last_metrics
+
+
+def _init_checkpoint(cfg: TrainConfig) -> ckpt.Checkpoint:
+    if cfg.start_step >= cfg.steps:
+        raise ValueError(f"train.start_step ({cfg.start_step}) must be below train.steps ({cfg.steps})")
+    found = ckpt.latest(cfg.init_from)
+    if found is None or found.step != cfg.start_step:
+        raise ckpt.CheckpointError(f"cannot continue from {cfg.init_from}: no intact checkpoint of step "
+                                   f"{cfg.start_step} there")
+    return found
+
+
+def _tokens_per_source(loader: TokenWindows | MixtureWindows) -> dict[str, int]:
+    """Training tokens each source group has given this run (windows x targets per window)."""
+    if isinstance(loader, MixtureWindows):
+        return {k: v * loader.seq_len for k, v in loader.windows_per_source().items()}
+    return {}
 
 
 def _final_metadata(m: dict, params: int, d: parallel.Dist, final) -> dict:

@@ -1,7 +1,15 @@
 """MLflow tracking: a sqlite store under $YUNQUE_HOME/mlflow (`mlflow ui
 --backend-store-uri sqlite:///$YUNQUE_HOME/mlflow/mlflow.db` reads it) or any tracking
-server. A small resource of our own rather than dagster-mlflow, whose hook leaves runs
-RUNNING after asset materializations."""
+server, and its model registry (the promoted model under an alias). A small resource of
+our own rather than dagster-mlflow, whose hook leaves runs RUNNING after asset
+materializations.
+
+The experiment is tagged as a model-training one (`mlflow.experimentKind` =
+`custom_model_development`, the value MLflow's UI writes when one picks "Machine
+learning"), else MLflow 3 offers it as a GenAI experiment, on its traces. MLflow 3.17's
+UI also has a global GenAI / Machine learning switch that wins over the tag; `ui_url`
+gives links that set it (`?workflowType=machine_learning`).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+
+# The experiment tag MLflow's UI reads and writes (server/js: "mlflow.experimentKind"),
+# and its value for model training (the UI's ExperimentKind.CUSTOM_MODEL_DEVELOPMENT,
+# "Machine learning"; the GenAI one is "genai_development").
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING = "custom_model_development"
+UI_DEFAULT = "http://127.0.0.1:5000"  # `mlflow ui`'s address when the store is a file
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, str]:
@@ -41,18 +56,39 @@ class MlflowTracking(dg.ConfigurableResource):
 
         return MlflowClient(self.uri())
 
-    def start_run(self, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
-        """A new RUNNING run with the params (flattened: train.lr, model.dim, ...) and tags."""
-        from mlflow.entities import Param, RunTag
+    def experiment_id(self) -> str:
+        """The experiment's id, created if missing, tagged as model training (an existing
+        experiment without a kind gets the tag; one a user set is left alone)."""
+        from mlflow.exceptions import MlflowException
 
         client = self._client()
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
             artifacts = (Path(self.home) / "mlflow" / "artifacts").absolute().as_uri()
-            exp_id = client.create_experiment(self.experiment, artifact_location=artifacts)
-        else:
-            exp_id = exp.experiment_id
-        run = client.create_run(exp_id, run_name=name, tags=tags)
+            try:
+                return client.create_experiment(self.experiment, artifact_location=artifacts,
+                                                tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
+            except MlflowException as e:  # another run created it in between
+                if e.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+                exp = client.get_experiment_by_name(self.experiment)
+        if EXPERIMENT_KIND_TAG not in exp.tags:
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
+        return exp.experiment_id
+
+    def ui_url(self, run_id: str = "") -> str:
+        """The MLflow UI page of the experiment's runs (or of one run), in the Machine
+        learning view whatever the UI's switch was left on."""
+        base = self.tracking_uri.rstrip("/") if self.tracking_uri.startswith(("http://", "https://")) else UI_DEFAULT
+        page = f"/experiments/{self.experiment_id()}/runs" + (f"/{run_id}" if run_id else "")
+        return f"{base}/#{page}?workflowType=machine_learning"
+
+    def start_run(self, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
+        """A new RUNNING run with the params (flattened: train.lr, model.dim, ...) and tags."""
+        from mlflow.entities import Param, RunTag
+
+        client = self._client()
+        run = client.create_run(self.experiment_id(), run_name=name, tags=tags)
         items = [Param(k, v[:6000]) for k, v in _flatten(params).items()]
         for i in range(0, len(items), 100):
             client.log_batch(run.info.run_id, params=items[i:i + 100], tags=[RunTag("mlflow.runName", name)])
@@ -81,3 +117,39 @@ class MlflowTracking(dg.ConfigurableResource):
         for k, v in (tags or {}).items():
             client.set_tag(run_id, k, v)
         client.set_terminated(run_id, status)  # FINISHED, FAILED or KILLED
+
+    def log_dir(self, run_id: str, path: Path, artifact_path: str) -> None:
+        """Copy a directory into the run's artifacts under `artifact_path`."""
+        self._client().log_artifacts(run_id, str(path), artifact_path)
+
+    def register_version(self, name: str, alias: str, run_id: str, artifact_path: str, tags: dict[str, str],
+                         description: str = "") -> str:
+        """A new version of registered model `name` (created if missing) whose source is
+        `artifact_path` of run `run_id` (a runs:/ URI: it resolves on any tracking server,
+        wherever the artifacts live), with `alias` moved to it; returns the version."""
+        from mlflow.exceptions import MlflowException
+
+        client = self._client()
+        try:
+            client.create_registered_model(name, description="Yunque's promoted models (yunque promoted_model)")
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        mv = client.create_model_version(name, f"runs:/{run_id}/{artifact_path}", run_id=run_id, tags=tags,
+                                         description=description)
+        client.set_registered_model_alias(name, alias, mv.version)
+        return str(mv.version)
+
+    def aliased_version(self, name: str, alias: str) -> dict[str, Any] | None:
+        """{version, source, run_id, tags} of the version `alias` points at, or None when
+        the registered model or the alias does not exist."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            mv = self._client().get_model_version_by_alias(name, alias)
+        except MlflowException as e:
+            # no such model: RESOURCE_DOES_NOT_EXIST; no such alias: INVALID_PARAMETER_VALUE
+            if e.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                return None
+            raise
+        return {"version": str(mv.version), "source": mv.source, "run_id": mv.run_id, "tags": dict(mv.tags)}

@@ -17,9 +17,9 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError, field_validator
 
 import model.config as model_presets
 import model.post_config as post_presets
@@ -29,7 +29,9 @@ from pipelines.config import (
     CleanConfig,
     DedupConfig,
     FilterConfig,
+    Fraction,
     LangIdConfig,
+    NonNegFloat,
     ReaderConfig,
     TokenizerConfig,
     section,
@@ -38,6 +40,29 @@ from pipelines.config import (
 
 class ConfigError(ValueError):
     """A preset or override that cannot describe a run; the message is one line."""
+
+
+@section
+class PromotionConfig:
+    """promoted_model and its no_regression check (stages/promotion.py): where the champion
+    lives in MLflow's model registry, and how much worse than it an export may be."""
+
+    # MLflow refuses '/' and ':' in a registered model's name
+    registered_model: Annotated[str, Field(min_length=1, pattern=r"^[^/:]+$")] = "yunque"
+    # MLflow's alias rules: word characters and '-'; 'latest' and 'v<N>' are reserved
+    alias: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[\w-]+$")] = "champion"
+    # relative: val_bpb may rise to champion * (1 + this); the same validation windows
+    # give the same figure for the same weights, so any rise is the model's
+    max_bpb_increase: NonNegFloat = 0.01
+    # absolute: math_accuracy may fall to champion - this (100 problems: one is 0.01)
+    max_accuracy_drop: Fraction = 0.02
+
+    @field_validator("alias")
+    @classmethod
+    def _not_reserved(cls, alias: str) -> str:
+        if alias.lower() == "latest" or (alias[:1] in "vV" and alias[1:].isdigit()):
+            raise ValueError("'latest' and 'v<number>' are MLflow's own aliases")
+        return alias
 
 
 @section
@@ -54,6 +79,7 @@ class YunqueConfig:
     post: PostTrainConfig = field(default_factory=PostTrainConfig)  # sft, reward, dpo, ppo, grpo
     eval: EvalConfig = field(default_factory=EvalConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    promotion: PromotionConfig = field(default_factory=PromotionConfig)  # the registry's champion
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

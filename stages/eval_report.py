@@ -3,7 +3,9 @@ run's training records and samples, one table (rows = stages, columns = metrics)
 the report as markdown, JSON and PNG plots under data/eval_report/.
 
 The alarms are the seeds' list: validation loss rising after its minimum, training loss
-falling while validation loss does not (memorising), and repetition in the samples.
+falling while validation loss does not (memorising), and repetition in the samples; plus
+an outdated chain (a stage trained from a parent that has been retrained since: its row
+measures a model the current chain would not produce).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from stages.loss_curve import steps_of_last_attempt
 # The checkpoint assets in chain order; the report has a row for each one that exists.
 STAGES = ("base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model")
 COLUMNS = ("stage", "step", "val_loss", "val_ppl", "val_bpb", "math_accuracy", "math_problems", "format_rate",
-           "distinct_2", "repeat_4_max", "parameters")
+           "distinct_2", "repeat_4_max", "parameters", "outdated")
 RISE_TOLERANCE = 0.01  # nats: noise between evaluations of the same windows is far below this
 FALL_MARGIN = 0.05  # nats of training loss fall that counts as "falling"
 
@@ -62,11 +64,24 @@ def repetition_alarm(row: dict, threshold: float) -> dict:
                       f"for prompt {worst['prompt']!r}"}
 
 
+def outdated_alarm(row: dict) -> dict:
+    """Fired when the row's stage was trained from a chain that is no longer current;
+    `row["outdated"]` is {asset to re-materialize: why} (stages.lineage.outdated)."""
+    if "outdated" not in row:
+        return {"fired": False, "detail": "no lineage record (a checkpoint evaluated on its own)"}
+    stale = row["outdated"]
+    if not stale:
+        return {"fired": False, "detail": "every parent it was trained from is its asset's current record"}
+    why = "; ".join(f"{a}: {w}" for a, w in stale.items())
+    return {"fired": True, "detail": f"re-materialize {', '.join(stale)} ({why})"}
+
+
 def table(rows: dict[str, dict]) -> list[dict]:
     out = []
     for stage, row in rows.items():
         math_main = row.get("math", {}).get(row.get("math_set", ""), {})
-        flat = {**row, "stage": stage, "format_rate": math_main.get("format_rate")}
+        flat = {**row, "stage": stage, "format_rate": math_main.get("format_rate"),
+                "outdated": ("yes" if row["outdated"] else "no") if "outdated" in row else None}
         out.append({c: flat.get(c) for c in COLUMNS})
     return out
 
@@ -139,8 +154,8 @@ def plots(report: dict, records: dict[str, list[dict]], out: Path) -> list[Path]
 
 
 def build(rows: dict[str, dict], records: dict[str, list[dict]], window: int, threshold: float) -> dict:
-    alarms = {s: {**training_alarms(records.get(s, []), window), "repetition": repetition_alarm(r, threshold)}
-              for s, r in rows.items()}
+    alarms = {s: {**training_alarms(records.get(s, []), window), "repetition": repetition_alarm(r, threshold),
+                  "outdated_chain": outdated_alarm(r)} for s, r in rows.items()}
     return {"table": table(rows), "alarms": alarms, "rows": rows}
 
 

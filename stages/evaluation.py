@@ -1,7 +1,8 @@
-"""eval_report and exported_model as stages (no Dagster): which checkpoints exist, one
-evaluation row per checkpoint (cached by the checkpoint's weights, the evaluation
+"""eval_report and exported_model as stages (no Dagster): which checkpoints are recorded,
+one evaluation row per checkpoint (cached by the checkpoint's weights, the evaluation
 config and the data it reads, so an unchanged model is not re-evaluated), the report
-files, the export.
+files, the export. A stage whose chain is outdated (a parent retrained since it was
+trained, stages.lineage.outdated) is marked so in the report and refused by the export.
 
     data/eval_report/report.{md,json}, loss_curves.png, math_accuracy.png
                      rows/<stage>-<key>.json     one checkpoint's evaluated row
@@ -16,26 +17,33 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from model.checkpoint_files import Checkpoint
 from pipelines.tokens.tokenizer import file_hash
 from stages import eval_report
 from stages.config import YunqueConfig
+from stages.lineage import LineageError, outdated, read_record, unfinished_note
 from stages.pretrain import read_metrics
-from stages.selection import consumed_checkpoint
+from stages.selection import consumed_record
 from stages.store import DataStore, cache_key, write_json
 
 EVAL_REPORT = "eval_report"
 EXPORTED_MODEL = "exported_model"
 EVAL_CODE_VERSION = "1"
-EXPORT_CODE_VERSION = "1"
+EXPORT_CODE_VERSION = "2"  # 2: the record carries its source's lineage
 
 
-def checkpoints(store: DataStore) -> dict:
-    """{stage: the checkpoint it is evaluated on (stages.selection, verified once here)}
-    for the chain's stages that have one."""
+def checkpoints(store: DataStore, skipped: dict[str, str] | None = None) -> dict[str, tuple[dict, Checkpoint]]:
+    """{stage: (its record, the checkpoint it names, verified once here)} for the chain's
+    stages that have been materialized; a recorded checkpoint that is damaged, missing or
+    unfinished raises (stages.selection.consumed_record). Stages with checkpoints but no
+    record (a run that never finished) go into `skipped` with the reason."""
     found = {}
     for stage in eval_report.STAGES:
-        if (chosen := consumed_checkpoint(store, stage)) is not None:
-            found[stage] = chosen
+        if read_record(store, stage) is None:
+            if skipped is not None and store.dir(stage).exists():
+                skipped[stage] = unfinished_note(store, stage)
+            continue
+        found[stage] = consumed_record(store, stage)
     return found
 
 
@@ -63,24 +71,22 @@ def _read_row(path: Path) -> dict | None:
         return None
 
 
-def _mlflow_run(store: DataStore, stage: str) -> str:
-    run = store.dir(stage) / "run.json"
-    runs = json.loads(run.read_text()).get("mlflow_runs", []) if run.exists() else []
-    return runs[-1] if runs else ""
-
-
 def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], None] | None = None) -> dict:
     """Evaluate every checkpoint (or reuse its cached row) and write the report."""
     from model.evaluate import evaluate_checkpoint
 
-    found = checkpoints(store)
+    skipped: dict[str, str] = {}
+    found = checkpoints(store, skipped)
     if not found:
-        raise FileNotFoundError(f"no checkpoints under {store.data}/{{{','.join(eval_report.STAGES)}}}: "
+        raise FileNotFoundError(f"no materialized checkpoints under {store.data}/{{{','.join(eval_report.STAGES)}}}: "
                                 "materialize base_model first")
+    for stage, why in skipped.items():
+        if progress:
+            progress(f"not evaluated: {why}")
     out = store.dir(EVAL_REPORT)
     (out / "rows").mkdir(parents=True, exist_ok=True)
     rows, reused = {}, []
-    for stage, ckpt in found.items():
+    for stage, (rec, ckpt) in found.items():
         key = _row_key(ckpt, cfg)
         cached = out / "rows" / f"{stage}-{key}.json"
         row = _read_row(cached)
@@ -91,26 +97,35 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
                 progress(f"evaluating {stage} ({ckpt.path})")
             row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress) | {"eval_key": key}
             write_json(cached, row)
-        rows[stage] = row | {"mlflow_run_id": _mlflow_run(store, stage)}
+        # not cached with the row: a parent retrained later outdates the same weights
+        rows[stage] = row | {"mlflow_run_id": rec.get("mlflow_run_id", ""), "weights_sha256": rec["weights_sha256"],
+                             "dagster_run_id": rec.get("dagster_run_id", ""), "outdated": outdated(store, rec)}
     records = {stage: read_metrics(store.dir(stage)) for stage in found}
     report = eval_report.build(rows, records, cfg.eval.overfit_window, cfg.eval.repetition_threshold)
     paths = eval_report.write(report, records, out)
-    return {"report": report, "paths": paths, "reused": reused,
-            "checkpoints": {s: str(c.path) for s, c in found.items()}}
+    return {"report": report, "paths": paths, "reused": reused, "skipped": skipped,
+            "records": {s: rec for s, (rec, _) in found.items()},
+            "checkpoints": {s: str(c.path) for s, (_, c) in found.items()}}
 
 
 def export_latest(store: DataStore, cfg: YunqueConfig) -> dict:
-    """Export the last stage of the chain that has a checkpoint and load the export back in
-    transformers (model.export_check). Memoised on the weights and the export settings:
-    an unchanged checkpoint is neither re-exported nor re-checked."""
+    """Export the last materialized stage of the chain and load the export back in
+    transformers (model.export_check); refuse an outdated chain, naming what to
+    re-materialize. Memoised on the weights and the export settings: an unchanged
+    checkpoint is neither re-exported nor re-checked. The record (yunque_export.json)
+    names its source and carries the source's lineage, so a copied export still has it."""
     from model.export_check import check_export
     from model.export_hf import RECORD_FILE, export_hf
     from model.load import load
 
     found = checkpoints(store)
     if not found:
-        raise FileNotFoundError("no checkpoint to export: materialize base_model first")
-    stage, found_ckpt = list(found.items())[-1]
+        raise FileNotFoundError("no materialized checkpoint to export: materialize base_model first")
+    stage, (source, found_ckpt) = list(found.items())[-1]
+    if stale := outdated(store, source):
+        why = "; ".join(f"{a}: {w}" for a, w in stale.items())
+        raise LineageError(f"exported_model: {stage} was trained from an outdated chain ({why}); re-materialize "
+                           f"{', '.join(stale)} (in that order), then exported_model")
     path = found_ckpt.path
     out = store.dir(EXPORTED_MODEL)
     key = cache_key(EXPORT_CODE_VERSION, _weights_hash(path), dataclasses.asdict(cfg.export), list(cfg.eval.prompts))
@@ -120,7 +135,9 @@ def export_latest(store: DataStore, cfg: YunqueConfig) -> dict:
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     loaded = load(found_ckpt)
-    record = export_hf(loaded, tmp, cfg.export.dtype, cfg.export.gguf)
+    lineage = {"source": {"asset": stage, "checkpoint": str(path), "step": found_ckpt.step,
+                          "weights_sha256": source["weights_sha256"]}, "lineage": source}
+    record = export_hf(loaded, tmp, cfg.export.dtype, cfg.export.gguf, lineage=lineage)
     ggufs = [f for f in record["files"] if f.endswith(".gguf")]
     record |= {"stage": stage, "dir": str(out), "weights_hash": _weights_hash(path), "export_key": key,
                "checks": check_export(loaded, tmp, cfg.eval.prompts, ggufs, cfg.export.dtype)}

@@ -67,57 +67,59 @@ def read_stage(store: DataStore, fs, root: str, shard: ShardInfo, cfg: YunqueCon
     from pipelines.data.readers import read_shard
 
     key = _key("raw_documents", cfg, ("reader",), shard.fingerprint)
-    if hit := store.cached("raw_documents", shard.key, key):
-        return hit
-    docs, rejections = read_shard(fs, root, shard, cfg.reader, progress=progress)
-    table = documents_table(docs)
-    rej = rejections_table(rejections)
-    stats = StageStats(
-        key=key,
-        docs_in=len(docs) + len(rejections),
-        docs_out=len(docs),
-        rejected=len(rejections),
-        bytes_in=sum(size for _, size, _ in shard.files),
-        bytes_out=_bytes(table),
-        drops=drop_counts([r.reason for r in rejections]),
-        extra={"files": len(shard.files), "fingerprint": shard.fingerprint,
-               "formats": drop_counts(table["format"].to_pylist())},
-    )
-    store.commit("raw_documents", shard.key, stats, {"part-0.parquet": table},
-                 side={store.rejected(shard.key, "read"): rej})
-    return stats
+    with store.lock("raw_documents", shard.key):
+        if hit := store.cached("raw_documents", shard.key, key):
+            return hit
+        docs, rejections = read_shard(fs, root, shard, cfg.reader, progress=progress)
+        table = documents_table(docs)
+        rej = rejections_table(rejections)
+        stats = StageStats(
+            key=key,
+            docs_in=len(docs) + len(rejections),
+            docs_out=len(docs),
+            rejected=len(rejections),
+            bytes_in=sum(size for _, size, _ in shard.files),
+            bytes_out=_bytes(table),
+            drops=drop_counts([r.reason for r in rejections]),
+            extra={"files": len(shard.files), "fingerprint": shard.fingerprint,
+                   "formats": drop_counts(table["format"].to_pylist())},
+        )
+        store.commit("raw_documents", shard.key, stats, {"part-0.parquet": table},
+                     side={store.rejected(shard.key, "read"): rej})
+        return stats
 
 
 def clean_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool = False) -> StageStats:
     from pipelines.data.extract import html_to_text, normalize_text
 
     key = _key("clean_documents", cfg, ("clean",), upstream_key(store, "raw_documents", shard))
-    if hit := store.cached("clean_documents", shard, key):
-        return hit
-    raw = read_table(store.part("raw_documents", shard))
-    texts = raw["text"].to_pylist()
-    formats = raw["format"].to_pylist()
-    c = cfg.clean
-    out: list[str] = []
-    for text, fmt in _progress(zip(texts, formats), progress, len(texts), f"clean {shard}"):
-        if fmt == "html":
-            text = html_to_text(text, c.extractor)
-        out.append(normalize_text(text, c.unicode_form, c.fix_mojibake))
-    keep = [len(t.strip()) >= c.min_chars for t in out]
-    cleaned = raw.set_column(raw.schema.get_field_index("text"), "text", pa.array(out, pa.string()))
-    kept = cleaned.filter(pa.array(keep))
-    dropped_idx = [i for i, k in enumerate(keep) if not k]
-    dropped = raw.take(pa.array(dropped_idx, pa.int64()))  # reject with the original text: nothing is lost
-    reasons = ["empty_after_extraction"] * len(dropped_idx)
-    details = [f"{s}: no text left after {'HTML extraction' if f == 'html' else 'normalisation'}"
-               for s, f in zip(dropped["source"].to_pylist(), dropped["format"].to_pylist())]
-    rej = _rejections_from_table(dropped, shard, "clean", reasons, details)
-    stats = StageStats(key=key, docs_in=raw.num_rows, docs_out=kept.num_rows, rejected=len(dropped_idx),
-                       bytes_in=_bytes(raw), bytes_out=_bytes(kept), drops=drop_counts(reasons),
-                       extra={"extractor": c.extractor})
-    store.commit("clean_documents", shard, stats, {"part-0.parquet": kept},
-                 side={store.rejected(shard, "clean"): rej})
-    return stats
+    with store.lock("clean_documents", shard):
+        if hit := store.cached("clean_documents", shard, key):
+            return hit
+        raw = read_table(store.part("raw_documents", shard))
+        texts = raw["text"].to_pylist()
+        formats = raw["format"].to_pylist()
+        c = cfg.clean
+        out: list[str] = []
+        for text, fmt in _progress(zip(texts, formats), progress, len(texts), f"clean {shard}"):
+            if fmt == "html":
+                text = html_to_text(text, c.extractor)
+            out.append(normalize_text(text, c.unicode_form, c.fix_mojibake))
+        keep = [len(t.strip()) >= c.min_chars for t in out]
+        cleaned = raw.set_column(raw.schema.get_field_index("text"), "text", pa.array(out, pa.string()))
+        kept = cleaned.filter(pa.array(keep))
+        dropped_idx = [i for i, k in enumerate(keep) if not k]
+        dropped = raw.take(pa.array(dropped_idx, pa.int64()))  # reject with the original text: nothing is lost
+        reasons = ["empty_after_extraction"] * len(dropped_idx)
+        details = [f"{s}: no text left after {'HTML extraction' if f == 'html' else 'normalisation'}"
+                   for s, f in zip(dropped["source"].to_pylist(), dropped["format"].to_pylist())]
+        rej = _rejections_from_table(dropped, shard, "clean", reasons, details)
+        stats = StageStats(key=key, docs_in=raw.num_rows, docs_out=kept.num_rows, rejected=len(dropped_idx),
+                           bytes_in=_bytes(raw), bytes_out=_bytes(kept), drops=drop_counts(reasons),
+                           extra={"extractor": c.extractor})
+        store.commit("clean_documents", shard, stats, {"part-0.parquet": kept},
+                     side={store.rejected(shard, "clean"): rej})
+        return stats
 
 
 def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool = False) -> StageStats:
@@ -127,47 +129,48 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
     from pipelines.data.langid import detect
 
     key = _key("filtered_documents", cfg, ("filters", "langid"), upstream_key(store, "clean_documents", shard))
-    if hit := store.cached("filtered_documents", shard, key):
-        return hit
-    clean = read_table(store.part("clean_documents", shard))
-    texts = clean["text"].to_pylist()
-    lid = cfg.langid
-    langs = detect(texts, lid.max_chars, lid.batch_size)
-    filters = QualityFilters(cfg.filters)
-    reasons: list[str | None] = []
-    details: list[str] = []
-    new_texts: list[str] = []
-    sources = clean["source"].to_pylist()
-    for text, (lang, score), src in _progress(zip(texts, langs, sources), progress, len(texts), f"filter {shard}"):
-        if lang != lid.language or score < lid.threshold:
-            why = "other_language" if lang != lid.language else "low_confidence"
-            reasons.append(f"langid:{why}")
-            details.append(f"{src}: fastText says {lang} ({score:.2f}); want {lid.language} >= {lid.threshold}")
-            new_texts.append(text)
-            continue
-        res = filters.apply(text)
-        reasons.append(None if res.keep else res.reason)
-        details.append("" if res.keep else f"{src}: {res.reason}")
-        new_texts.append(res.text if res.keep else text)
-    keep = pa.array([r is None for r in reasons])
-    table = clean.set_column(clean.schema.get_field_index("text"), "text", pa.array(new_texts, pa.string()))
-    table = table.append_column("lang", pa.array([l for l, _ in langs], pa.string()))
-    table = table.append_column("lang_score", pa.array([s for _, s in langs], pa.float32()))
-    kept = table.filter(keep)
-    drop_idx = [i for i, r in enumerate(reasons) if r is not None]
-    dropped = clean.take(pa.array(drop_idx, pa.int64()))
-    drop_reasons = [reasons[i] for i in drop_idx]
-    rej = rejections_table([
-        Rejection(d, shard, s, r.split(":")[0] if r.startswith("langid") else "filter", r, details[i], t)
-        for i, d, s, t, r in zip(drop_idx, dropped["doc_id"].to_pylist(), dropped["source"].to_pylist(),
-                                 dropped["text"].to_pylist(), drop_reasons)
-    ])
-    stats = StageStats(key=key, docs_in=clean.num_rows, docs_out=kept.num_rows, rejected=len(drop_idx),
-                       bytes_in=_bytes(clean), bytes_out=_bytes(kept), drops=drop_counts(drop_reasons),
-                       extra={"languages": drop_counts([l for l, _ in langs])})
-    store.commit("filtered_documents", shard, stats, {"part-0.parquet": kept.cast(FILTERED_SCHEMA)},
-                 side={store.rejected(shard, "filter"): rej})
-    return stats
+    with store.lock("filtered_documents", shard):
+        if hit := store.cached("filtered_documents", shard, key):
+            return hit
+        clean = read_table(store.part("clean_documents", shard))
+        texts = clean["text"].to_pylist()
+        lid = cfg.langid
+        langs = detect(texts, lid.max_chars, lid.batch_size)
+        filters = QualityFilters(cfg.filters)
+        reasons: list[str | None] = []
+        details: list[str] = []
+        new_texts: list[str] = []
+        sources = clean["source"].to_pylist()
+        for text, (lang, score), src in _progress(zip(texts, langs, sources), progress, len(texts), f"filter {shard}"):
+            if lang != lid.language or score < lid.threshold:
+                why = "other_language" if lang != lid.language else "low_confidence"
+                reasons.append(f"langid:{why}")
+                details.append(f"{src}: fastText says {lang} ({score:.2f}); want {lid.language} >= {lid.threshold}")
+                new_texts.append(text)
+                continue
+            res = filters.apply(text)
+            reasons.append(None if res.keep else res.reason)
+            details.append("" if res.keep else f"{src}: {res.reason}")
+            new_texts.append(res.text if res.keep else text)
+        keep = pa.array([r is None for r in reasons])
+        table = clean.set_column(clean.schema.get_field_index("text"), "text", pa.array(new_texts, pa.string()))
+        table = table.append_column("lang", pa.array([l for l, _ in langs], pa.string()))
+        table = table.append_column("lang_score", pa.array([s for _, s in langs], pa.float32()))
+        kept = table.filter(keep)
+        drop_idx = [i for i, r in enumerate(reasons) if r is not None]
+        dropped = clean.take(pa.array(drop_idx, pa.int64()))
+        drop_reasons = [reasons[i] for i in drop_idx]
+        rej = rejections_table([
+            Rejection(d, shard, s, r.split(":")[0] if r.startswith("langid") else "filter", r, details[i], t)
+            for i, d, s, t, r in zip(drop_idx, dropped["doc_id"].to_pylist(), dropped["source"].to_pylist(),
+                                     dropped["text"].to_pylist(), drop_reasons)
+        ])
+        stats = StageStats(key=key, docs_in=clean.num_rows, docs_out=kept.num_rows, rejected=len(drop_idx),
+                           bytes_in=_bytes(clean), bytes_out=_bytes(kept), drops=drop_counts(drop_reasons),
+                           extra={"languages": drop_counts([l for l, _ in langs])})
+        store.commit("filtered_documents", shard, stats, {"part-0.parquet": kept.cast(FILTERED_SCHEMA)},
+                     side={store.rejected(shard, "filter"): rej})
+        return stats
 
 
 def _progress(it, enabled: bool, total: int, desc: str):

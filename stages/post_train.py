@@ -4,7 +4,9 @@ same layout as pretraining: stages.pretrain).
 
 The run key covers the stage's recipe, the starting weights (the checkpoint's sha256),
 the reward model's weights (PPO) and the content of a user's data file, so retraining
-SFT retrains everything after it, and an unchanged chain is not trained twice.
+SFT retrains everything after it, and an unchanged chain is not trained twice. A stage
+starts from its parent's recorded checkpoint (stages.selection.consumed_record), and its
+lineage carries that record, so its own record (stages.lineage) leads back to the shards.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from pathlib import Path
 from model.post_config import POST_RUNTIME_FIELDS, check
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
+from stages.lineage import LineageError
 from stages.pretrain import RUN_FILE, PretrainError, RunSpec, _archive_if_changed
-from stages.selection import consumed_checkpoint
+from stages.selection import consumed_record
 from stages.store import DataStore, cache_key, write_json
 
 # Bump when the training program or the built-in data generators (pipelines.tasks.post_data,
@@ -42,31 +45,33 @@ def _weights(path: Path) -> dict:
     return {k: sums[k] for k in ("model.safetensors", "heads.safetensors") if k in sums}
 
 
-def _upstream(store: DataStore, asset: str) -> Path:
-    found = consumed_checkpoint(store, asset)
-    if found is None:
-        raise PostTrainError(f"no intact checkpoint under {store.dir(asset)}: materialize {asset} first")
-    return found.path
+def _upstream(store: DataStore, asset: str) -> tuple[dict, Path]:
+    """(record, checkpoint path) of `asset` as recorded; its refusal as a PostTrainError."""
+    try:
+        rec, found = consumed_record(store, asset)
+    except LineageError as e:
+        raise PostTrainError(str(e)) from e
+    return rec, found.path
 
 
 def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     stage, parent = CHAIN[asset]
     scfg = getattr(cfg.post, stage)
     check(stage, scfg)
-    init = _upstream(store, parent)
-    reward = _upstream(store, "reward_model") if stage == "ppo" else None
+    parent_rec, init = _upstream(store, parent)
+    reward_rec, reward = _upstream(store, "reward_model") if stage == "ppo" else (None, None)
     data = scfg.data
     if data and not Path(data).is_file():
         raise PostTrainError(f"post.{stage}.data: no such file {data}")
-    parent_run = store.dir(parent) / RUN_FILE
     lineage = {
         "init": {"asset": parent, "checkpoint": str(init), "weights_sha256": _weights(init)},
         "data": {"path": data, "sha256": file_hash(Path(data))} if data else f"built-in {scfg.math_level}",
-        # the starting model's own lineage, back to the token shards base_model saw
-        "upstream": json.loads(parent_run.read_text()).get("lineage", {}) if parent_run.exists() else {},
+        # the parent's record as consumed: the chain back to the token shards and raw shards
+        "parent": parent_rec,
     }
     if reward is not None:
-        lineage["reward_model"] = {"checkpoint": str(reward), "weights_sha256": _weights(reward)}
+        lineage["reward_model"] = {"checkpoint": str(reward), "weights_sha256": _weights(reward),
+                                   "record": reward_rec}
     recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in POST_RUNTIME_FIELDS}
     data_key = lineage["data"]["sha256"] if data else lineage["data"]
     key = cache_key(asset, POST_CODE_VERSION, recipe, lineage["init"]["weights_sha256"],

@@ -2,9 +2,17 @@
 inputs (token shards of one tokenizer), its identity (a key over the recipe and the
 data versions) and its directory, `data/<asset>/`, which holds that run's checkpoints
 (`step-NNNNNNNN/`), `metrics.jsonl`, `run.json` (config, lineage, MLflow runs) and the
-loss curve. A run whose recipe or data changed starts afresh; the old run's files move
-to `data/<asset>/previous/<key>/` rather than being deleted. An interrupted run with an
-unchanged key resumes from its last checkpoint.
+loss curve. An interrupted run with an unchanged key resumes from its last checkpoint.
+A run whose inputs changed moves the old run's files to `data/<asset>/previous/<key>/`
+(never deleted, so its checkpoints stay loadable at their new paths) and then either:
+
+* continues it, when only the token shards changed (same tokenizer, model and recipe),
+  none of its shards is gone and it reached its final step: the new run starts from its
+  final checkpoint at that step, trains `train.continue_steps` more (0: half of
+  `train.steps`) on the shards it did not see (new, or a new version) mixed with a
+  `train.replay_fraction` replay of those it did, and says so in its lineage
+  (`continued_from`, `new_shards`, `old_shards`);
+* or trains from scratch, with the reason in its lineage (`start`: "fresh: ...").
 """
 
 from __future__ import annotations
@@ -12,11 +20,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.config import RUNTIME_FIELDS
+from model.checkpoint_files import all_checkpoints, latest
+from model.config import CONTINUATION_FIELDS, RUNTIME_FIELDS, TrainConfig
 from stages.config import YunqueConfig
 from stages.store import DataStore, cache_key, write_json
 from stages.tokenizer import TOKEN_SHARDS, TOKENIZER
@@ -37,7 +46,9 @@ class RunSpec:
     dir: Path
     key: str
     config: dict[str, Any]  # {"train": ..., "model": ...} as the training program reads it
-    lineage: dict[str, Any]  # tokenizer hash, token shard data versions, shards
+    # tokenizer hash, token shard data versions; for base_model also start, continued_from,
+    # new_shards, old_shards, replay_fraction, sources, steps (see prepare)
+    lineage: dict[str, Any]
 
     @property
     def config_path(self) -> Path:
@@ -46,6 +57,14 @@ class RunSpec:
     @property
     def steps(self) -> int:
         return self.config["train"]["steps"]
+
+    @property
+    def start_step(self) -> int:
+        return self.config["train"].get("start_step", 0)
+
+    @property
+    def continued_from(self) -> dict[str, Any] | None:
+        return self.lineage.get("continued_from")
 
     def record(self) -> dict[str, Any]:
         path = self.dir / RUN_FILE
@@ -59,7 +78,9 @@ class RunSpec:
 
 def token_inputs(store: DataStore, shards: list[str]) -> tuple[str, dict[str, str], int]:
     """(tokenizer hash, {shard: token_shards data version}, vocab size); refuses shards
-    that are missing or encoded with another tokenizer, naming them."""
+    that are missing or encoded with another tokenizer, naming them. A shard with no
+    tokens at all (nothing survived the filters) is not an input: it cannot change what a
+    run computes, so it does not change the run's key either."""
     tok = store.manifest(TOKENIZER)
     if tok is None:
         raise PretrainError("no tokenizer yet: materialize `tokenizer` and `token_shards` first")
@@ -71,6 +92,8 @@ def token_inputs(store: DataStore, shards: list[str]) -> tuple[str, dict[str, st
             missing.append(s)
         elif m["stats"]["extra"].get("tokenizer_hash") != current:
             stale.append(s)
+        elif not m["stats"]["extra"].get("train_tokens") and not m["stats"]["extra"].get("val_tokens"):
+            continue
         else:
             versions[s] = m["key"]
     if missing or stale:
@@ -81,37 +104,146 @@ def token_inputs(store: DataStore, shards: list[str]) -> tuple[str, dict[str, st
     return current, versions, tok["stats"]["extra"]["vocab_size"]
 
 
+def recipe_of(train: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `train.*` a run and its continuations share, JSON-normalised (tuples
+    are lists) so that a recipe read back from run.json compares equal."""
+    skip = set(RUNTIME_FIELDS) | set(CONTINUATION_FIELDS)
+    return json.loads(json.dumps({k: v for k, v in train.items() if k not in skip}))
+
+
+@dataclass
+class Start:
+    """Where a run starts: from scratch (continued_from None) or from a previous run's
+    final checkpoint (run_key, checkpoint, step, weights_sha256)."""
+    reason: str
+    new_shards: list[str]
+    old_shards: list[str] = field(default_factory=list)
+    continued_from: dict[str, Any] | None = None
+    in_root: bool = False  # the checkpoint is the run on disk's own: it moves with the archive
+
+
 def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str = BASE_MODEL) -> RunSpec:
     tok_hash, versions, vocab = token_inputs(store, shards)
-    model = dataclasses.replace(cfg.model, vocab_size=vocab)
+    model = json.loads(json.dumps(dataclasses.asdict(dataclasses.replace(cfg.model, vocab_size=vocab))))
     train = dataclasses.asdict(cfg.train)
-    recipe = {k: v for k, v in train.items() if k not in RUNTIME_FIELDS}
-    key = cache_key(asset, CODE_VERSION, recipe, dataclasses.asdict(model), tok_hash, versions)
+    recipe = recipe_of(train)
+    # a fresh run's key, as before continuation existed: runs on disk keep theirs
+    data_key = cache_key(asset, CODE_VERSION, recipe, model, tok_hash, versions)
     root = store.dir(asset)
     root.mkdir(parents=True, exist_ok=True)
-    _archive_if_changed(root, key)
-    train |= {"shards": [str(store.dir(TOKEN_SHARDS, s)) for s in sorted(versions)], "out": str(root),
-              "tokenizer": str(store.dir(TOKENIZER))}
-    spec = RunSpec(asset, root, key, {"train": train, "model": dataclasses.asdict(model)},
-                   {"tokenizer_hash": tok_hash, "token_shards": versions})
+    prev = json.loads((root / RUN_FILE).read_text()) if (root / RUN_FILE).exists() else {}
+    start = choose_start(root, prev, data_key, recipe, model, tok_hash, versions, cfg.train)
+    t, cont = cfg.train, start.continued_from
+    key = data_key if cont is None else cache_key(data_key, {
+        "from": {k: cont[k] for k in ("run_key", "step", "weights_sha256")}, "steps": t.continuation_steps(),
+        "replay_fraction": t.replay_fraction, "new": start.new_shards, "old": start.old_shards})
+    moved_to = _archive_if_changed(root, key)
+    if cont is not None and start.in_root:  # its checkpoint now lives in the archive
+        assert moved_to is not None
+        cont["checkpoint"] = str(moved_to / Path(cont["checkpoint"]).name)
+    shard_dir = {s: str(store.dir(TOKEN_SHARDS, s)) for s in versions}
+    train |= {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
+              "tokenizer": str(store.dir(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": []}
+    if cont is not None:
+        train |= {"init_from": cont["checkpoint"], "start_step": cont["step"], "steps": cont["step"] + t.continuation_steps(),
+                  "replay_shards": [shard_dir[s] for s in start.old_shards]}
+    lineage = {"tokenizer_hash": tok_hash, "token_shards": versions, "start": start.reason, "continued_from": cont,
+               "new_shards": start.new_shards, "old_shards": start.old_shards,
+               "replay_fraction": t.replay_fraction if cont is not None else None,
+               "sources": _sources(store, start, t.replay_fraction), "steps": [train["start_step"], train["steps"]]}
+    spec = RunSpec(asset, root, key, {"train": train, "model": model}, lineage)
     write_json(spec.config_path, spec.config)
-    rec = spec.record() | {"key": key, "config": spec.config, "lineage": spec.lineage}
+    rec = spec.record() | {"key": key, "data_key": data_key, "recipe": recipe, "config": spec.config,
+                           "lineage": lineage}
     write_json(root / RUN_FILE, rec)
     return spec
 
 
-def _archive_if_changed(root: Path, key: str) -> None:
+def choose_start(root: Path, prev: dict[str, Any], data_key: str, recipe: dict, model: dict, tok_hash: str,
+                 versions: dict[str, str], t: TrainConfig) -> Start:
+    """Continue the run on disk (`prev`, its run.json), or start from scratch, and why."""
+    everything = sorted(versions)
+    lineage = prev.get("lineage", {})
+    if prev and prev.get("data_key", prev.get("key")) == data_key:
+        # The same shards and recipe as the run on disk: it is this run (or this run with
+        # other continuation settings), started the way it was started.
+        cont = lineage.get("continued_from")
+        if cont is None:
+            return Start(lineage.get("start", "fresh"), everything)
+        if not t.continue_from_previous:
+            return Start("fresh: train.continue_from_previous is off", everything)
+        if not Path(cont["checkpoint"]).is_dir() and not all_checkpoints(root):
+            return Start(f"fresh: the checkpoint to continue from is gone ({cont['checkpoint']})", everything)
+        return Start(lineage["start"], lineage["new_shards"], lineage["old_shards"], dict(cont))
+    if not prev:
+        return Start("fresh: no previous run", everything)
+    if not t.continue_from_previous:
+        return Start("fresh: train.continue_from_previous is off", everything)
+    why = _changed(prev, recipe, model, tok_hash, versions)
+    if why:
+        return Start(f"fresh: {why}", everything)
+    want = prev["config"]["train"]["steps"]
+    final = latest(root)  # verifies its checksums: the weights must be the ones recorded
+    if final is None or final.step < want:
+        return Start(f"fresh: the previous run is incomplete (step {final.step if final else 0} of {want})",
+                     everything)
+    sums = json.loads((final.path / "checksums.json").read_text())
+    seen = lineage.get("token_shards", {})
+    new = sorted(s for s in versions if seen.get(s) != versions[s])
+    old = sorted(s for s in versions if seen.get(s) == versions[s])
+    cont = {"run_key": prev["key"], "checkpoint": str(final.path), "step": final.step,
+            "weights_sha256": sums["model.safetensors"]}
+    return Start(f"continued: new or changed shards {new}", new, old, cont, in_root=True)
+
+
+def _changed(prev: dict[str, Any], recipe: dict, model: dict, tok_hash: str, versions: dict[str, str]) -> str:
+    """Why the run on disk cannot be continued ("" if it can, as far as inputs go)."""
+    if prev.get("lineage", {}).get("tokenizer_hash") != tok_hash:
+        return "tokenizer changed"
+    old_model = prev.get("config", {}).get("model", {})
+    if old_model != model:
+        return f"model config changed ({', '.join(_diff(old_model, model, 'model'))})"
+    old_recipe = prev.get("recipe") or recipe_of(prev.get("config", {}).get("train", {}))
+    if old_recipe != recipe:
+        return f"recipe changed ({', '.join(_diff(old_recipe, recipe, 'train'))})"
+    gone = sorted(set(prev.get("lineage", {}).get("token_shards", {})) - set(versions))
+    if gone:  # a vanished shard's documents must not keep training the model
+        return f"shards removed since the previous run {gone}"
+    return ""
+
+
+def _diff(a: dict, b: dict, section: str) -> list[str]:
+    return [f"{section}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def _sources(store: DataStore, start: Start, replay: float) -> list[dict[str, Any]]:
+    """The source groups a run reads: shards, share of windows, training tokens on disk."""
+    def tokens(shards: list[str]) -> int:
+        return sum(store.manifest(TOKEN_SHARDS, s)["stats"]["extra"].get("train_tokens", 0) for s in shards)
+
+    if start.continued_from is None:
+        return [{"name": "all", "shards": start.new_shards, "weight": 1.0, "train_tokens": tokens(start.new_shards)}]
+    new_weight = 1.0 - replay if start.old_shards else 1.0  # nothing to replay: every shard changed
+    groups = [("new", start.new_shards, new_weight), ("replay", start.old_shards, 1.0 - new_weight)]
+    return [{"name": n, "shards": s, "weight": round(w, 6), "train_tokens": tokens(s)} for n, s, w in groups if s]
+
+
+def _archive_if_changed(root: Path, key: str) -> Path | None:
+    """Move the run on disk to previous/<its key>/ unless it is run `key`; where it went."""
     run = root / RUN_FILE
     if not run.exists():
-        return
+        return None
     old = json.loads(run.read_text()).get("key")
     if old == key:
-        return
-    dest = root / "previous" / str(old)
-    dest.mkdir(parents=True, exist_ok=True)
+        return None
+    dest, n = root / "previous" / str(old), 1
+    while dest.exists():  # that run came back and changed again: never mix two runs' files
+        dest, n = root / "previous" / f"{old}-{n}", n + 1
+    dest.mkdir(parents=True)
     for p in root.iterdir():
         if p.name != "previous":
             shutil.move(str(p), dest / p.name)
+    return dest
 
 
 def read_metrics(root: Path) -> list[dict]:

@@ -4,15 +4,20 @@
 * which checkpoint does a stage start from, evaluate or export? (`consumed_checkpoint`)
 
 Assets call these (through `assets.partitions.consumed_shards` for the Dagster side of
-the first); nothing else decides either question.
+the first); nothing else decides either question. A checkpoint is consumed by version:
+the one its asset's materialized.json names (stages.lineage), never the newest on disk,
+which may be an unfinished run's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from model.checkpoint_files import Checkpoint, latest
+from model.checkpoint_files import Checkpoint, verify
+from stages.lineage import LineageError, read_record, unfinished_note, weights_of
 from stages.store import DataStore
 
 
@@ -36,8 +41,32 @@ def consumed_shards(store: DataStore, upstream: str, registered: Iterable[str],
                           gone=sorted(set(registered) - present))
 
 
-def consumed_checkpoint(store: DataStore, asset: str) -> Checkpoint | None:
-    """The checkpoint of training asset `asset` that later stages consume: its newest
-    intact one (every checksum verified; a corrupted newest one is skipped with a warning)."""
-    directory = store.dir(asset)
-    return latest(directory) if directory.exists() else None
+def consumed_record(store: DataStore, asset: str) -> tuple[dict[str, Any], Checkpoint]:
+    """(the record, its checkpoint, verified) of training asset `asset`; raises
+    LineageError, naming the asset, the path and what to materialize, when there is no
+    record (never materialized, or its run restarted and unfinished), when the record is
+    not at its run's last step, or when the checkpoint is missing, damaged or replaced."""
+    rec = read_record(store, asset)
+    if rec is None:
+        raise LineageError(unfinished_note(store, asset))
+    # resolved in this store, not by the absolute path recorded: a home can be moved
+    path = store.dir(asset) / Path(rec["checkpoint"]).name
+    redo = f"re-materialize {asset}"
+    if rec["step"] < rec.get("final_step", rec["step"]):
+        raise LineageError(f"{asset}: the recorded checkpoint {path} is step {rec['step']} of a "
+                           f"{rec['final_step']}-step run (unfinished): materialize {asset} to finish it")
+    if not path.is_dir():
+        raise LineageError(f"{asset}: the recorded checkpoint {path} is missing: {redo}")
+    found = Checkpoint(path, rec["step"])
+    if (problem := verify(found)) is not None:
+        raise LineageError(f"{asset}: the recorded checkpoint {path} is damaged ({problem}): {redo}")
+    if weights_of(path).get("weights_sha256") != rec.get("weights_sha256"):
+        raise LineageError(f"{asset}: {path} holds other weights than the record names (overwritten since): {redo}")
+    return rec, found
+
+
+def consumed_checkpoint(store: DataStore, asset: str) -> Checkpoint:
+    """The checkpoint of training asset `asset` that later stages start from, evaluate or
+    export: the one its materialized record names, verified (see consumed_record)."""
+    return consumed_record(store, asset)[1]
+

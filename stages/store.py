@@ -7,16 +7,28 @@ Layout (documented in README.md, "Where everything lands"):
     data/rejected_documents/<shard>/<stage>.parquet
     data/dedup_index/...                    whole-corpus asset
     data/_staging/                          scratch for atomic writes (safe to delete when idle)
+    data/_locks/<asset>/<shard>.lock        one writer per output at a time (empty files, never removed)
+
+Two writers of one output (the automation sensor's run racing a backfill of the same
+shard, two `yunque run` on one home) take turns on an exclusive lock: the second one
+waits, then finds the first one's output in the cache (or, inside `commit`, finds the
+same key already committed and discards its own copy). The lock is `fcntl.flock`, which
+holds on local filesystems (and NFS with flock support); a home on an object store
+needs another mechanism (conditional writes or a lease) and is another issue.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +40,14 @@ from stages.env import home as yunque_home
 
 MANIFEST = "_manifest.json"
 PART = "part-0.parquet"
+
+log = logging.getLogger(__name__)
+
+# Locks this thread holds, by lock file, with their depth: `lock()` is re-entrant within a
+# thread (a stage holds it around check -> compute -> commit, and `commit` takes it
+# again), while other threads and processes each open their own file description, on
+# which flock excludes them.
+_held = threading.local()
 
 
 def cache_key(*parts: Any) -> str:
@@ -90,6 +110,56 @@ class DataStore:
         stats.cached = True
         return stats
 
+    def lock_path(self, asset: str, shard: str | None = None) -> Path:
+        # Outside the asset directories, which `commit` renames away, and never deleted:
+        # removing a lock file while another process waits on it would give two holders.
+        return self.data / "_locks" / asset / f"{shard}.lock" if shard else self.data / "_locks" / f"{asset}.lock"
+
+    @contextlib.contextmanager
+    def lock(self, asset: str, shard: str | None = None) -> Iterator[None]:
+        """Hold the exclusive writer lock of one output (per-shard, or whole-corpus when
+        `shard` is None) until the block ends; blocks while another thread or process
+        holds it. Re-entrant within one thread. Covers the output directory and its side
+        files (`rejected_documents/<shard>/<stage>.parquet` belongs to one asset)."""
+        path = self.lock_path(asset, shard)
+        held: dict[str, int] = _held.__dict__.setdefault("depth", {})
+        name = str(path)
+        if held.get(name):
+            held[name] += 1
+            try:
+                yield
+            finally:
+                held[name] -= 1
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                where = f"{asset}/{shard}" if shard else asset
+                log.info("%s: another writer holds %s; waiting for it", where, path)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            held[name] = 1
+            try:
+                yield
+            finally:
+                del held[name]
+        finally:
+            os.close(fd)  # releases the flock
+
+    def holds_lock(self, asset: str, shard: str | None = None) -> bool:
+        """Whether this thread holds `lock(asset, shard)`."""
+        return bool(_held.__dict__.get("depth", {}).get(str(self.lock_path(asset, shard))))
+
+    def _committed(self, asset: str, shard: str | None, manifest: dict[str, Any]) -> bool:
+        """The output is already there: same key, same stats (a forced rebuild under the
+        same key, like a tokenizer retrained on more shards, reports other stats), and
+        complete (its files and side files)."""
+        m = self.manifest(asset, shard)
+        ours = json.loads(json.dumps(manifest["stats"]))  # as it would read back (tuples become lists)
+        return m is not None and m.get("stats") == ours and self.cached(asset, shard, manifest["key"]) is not None
+
     def staging(self) -> Path:
         """Scratch space for atomic writes, outside every asset directory so that no glob
         over the outputs ever sees a half-written or superseded file."""
@@ -111,36 +181,49 @@ class DataStore:
         after the side tables (rejections), which are each replaced in one rename too and
         carry the cache key. The manifest lives inside the directory, so readers see the
         old state or the new one, and a crash at any point makes the next run recompute.
-        `write(directory)` writes files of other formats there and returns their names."""
+        `write(directory)` writes files of other formats there and returns their names.
+
+        Safe with concurrent writers: the side files and the swap happen under
+        `lock(asset, shard)`, and a writer that does not hold that lock already and finds
+        the same output committed (key, stats, files and side files) discards its copy
+        and leaves the output alone."""
         final = self.dir(asset, shard)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=self.staging(), prefix=f"{asset}.{shard or '_'}."))
+        leftover: Path | None = tmp  # removed on every way out but the swap (token arrays can be gigabytes)
         try:
             for name, table in tables.items():
                 pq.write_table(table, tmp / name, compression="zstd")
             for name, text in (extra_files or {}).items():
                 (tmp / name).write_text(text)
             written = write(tmp) if write is not None else []
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)  # token arrays can be gigabytes
-            raise
-        side = side or {}
-        manifest = {
-            "key": stats.key,
-            "files": sorted([*tables, *(extra_files or {}), *written]),
-            "side_files": sorted(str(p) for p in side),
-            "stats": stats.to_json(),
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        for path, table in side.items():
-            write_parquet(path, table.replace_schema_metadata({KEY_META: stats.key}), self.staging())
-        old = None
-        if final.exists():
-            old = Path(tempfile.mkdtemp(dir=self.staging(), prefix="old.")) / final.name
-            final.rename(old)
-        tmp.rename(final)
-        if old is not None:
-            shutil.rmtree(old.parent, ignore_errors=True)
+            side = side or {}
+            manifest = {
+                "key": stats.key,
+                "files": sorted([*tables, *(extra_files or {}), *written]),
+                "side_files": sorted(str(p) for p in side),
+                "stats": stats.to_json(),
+            }
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            # A caller that holds the lock checked the cache under it: an output with this key
+            # there is one it judged unusable (say, a truncated token array), so it is replaced.
+            checked = self.holds_lock(asset, shard)
+            with self.lock(asset, shard):
+                if not checked and self._committed(asset, shard, manifest):
+                    return  # another writer committed this very output: ours is a copy
+                for path, table in side.items():
+                    write_parquet(path, table.replace_schema_metadata({KEY_META: stats.key}), self.staging())
+                old = None
+                if final.exists():
+                    old = Path(tempfile.mkdtemp(dir=self.staging(), prefix="old.")) / final.name
+                    final.rename(old)
+                tmp.rename(final)
+                leftover = None
+                if old is not None:
+                    shutil.rmtree(old.parent, ignore_errors=True)
+        finally:
+            if leftover is not None:
+                shutil.rmtree(leftover, ignore_errors=True)
 
 
 KEY_META = b"yunque_cache_key"
@@ -159,8 +242,12 @@ def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> N
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=scratch or path.parent, prefix=".tmp.", suffix=".part")
     os.close(fd)
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -42,67 +42,68 @@ def token_shard_key(store: DataStore, shard: str, cfg: YunqueConfig) -> tuple[st
 def token_shard_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats:
     t = cfg.tokenizer
     key, tok_hash = token_shard_key(store, shard, cfg)
-    if (hit := store.cached(TOKEN_SHARDS, shard, key)) and _intact(store.dir(TOKEN_SHARDS, shard)):
-        return hit
-    enc = load_encoder(str(store.dir(TOKENIZER)), tok_hash)
-    if enc.hash != tok_hash:
-        raise TokenizerError(f"{store.dir(TOKENIZER)}: tokenizer.json changed under its manifest "
-                             f"({enc.hash} != {tok_hash}); re-materialize the tokenizer")
-    dtype = token_dtype(enc.vocab_size)
-    stats = StageStats(key=key)
+    with store.lock(TOKEN_SHARDS, shard):
+        if (hit := store.cached(TOKEN_SHARDS, shard, key)) and _intact(store.dir(TOKEN_SHARDS, shard)):
+            return hit
+        enc = load_encoder(str(store.dir(TOKENIZER)), tok_hash)
+        if enc.hash != tok_hash:
+            raise TokenizerError(f"{store.dir(TOKENIZER)}: tokenizer.json changed under its manifest "
+                                 f"({enc.hash} != {tok_hash}); re-materialize the tokenizer")
+        dtype = token_dtype(enc.vocab_size)
+        stats = StageStats(key=key)
 
-    def encode_all(writers: dict[str, SplitWriter], encoder: DocumentEncoder) -> dict[str, list]:
-        lineage: dict[str, list] = {"doc_id": [], "split": [], "index": []}
-        pf = pq.ParquetFile(store.part("deduped_documents", shard))
-        for batch in pf.iter_batches(batch_size=BATCH, columns=["doc_id", "text"]):
-            ids, texts = batch["doc_id"].to_pylist(), batch["text"].to_pylist()
-            encoded = encoder.encode_arrays(texts, threads=os.cpu_count() or 1)
-            if encoder.backend != "hf" and not _agrees_with_hf(encoder, texts[:SPOT_CHECK], encoded):
-                raise _EncoderMismatch()
-            val = [is_validation(d, t.val_fraction, t.split_seed) for d in ids]
-            for split in SPLITS:
-                pick = [i for i, v in enumerate(val) if v == (split == "val")]
-                w = writers[split]
-                lineage["doc_id"] += [ids[i] for i in pick]
-                lineage["split"] += [split] * len(pick)
-                lineage["index"] += range(w.documents, w.documents + len(pick))
-                w.add([encoded[i] for i in pick], sum(len(texts[i].encode()) for i in pick))
-        return lineage
+        def encode_all(writers: dict[str, SplitWriter], encoder: DocumentEncoder) -> dict[str, list]:
+            lineage: dict[str, list] = {"doc_id": [], "split": [], "index": []}
+            pf = pq.ParquetFile(store.part("deduped_documents", shard))
+            for batch in pf.iter_batches(batch_size=BATCH, columns=["doc_id", "text"]):
+                ids, texts = batch["doc_id"].to_pylist(), batch["text"].to_pylist()
+                encoded = encoder.encode_arrays(texts, threads=os.cpu_count() or 1)
+                if encoder.backend != "hf" and not _agrees_with_hf(encoder, texts[:SPOT_CHECK], encoded):
+                    raise _EncoderMismatch()
+                val = [is_validation(d, t.val_fraction, t.split_seed) for d in ids]
+                for split in SPLITS:
+                    pick = [i for i, v in enumerate(val) if v == (split == "val")]
+                    w = writers[split]
+                    lineage["doc_id"] += [ids[i] for i in pick]
+                    lineage["split"] += [split] * len(pick)
+                    lineage["index"] += range(w.documents, w.documents + len(pick))
+                    w.add([encoded[i] for i in pick], sum(len(texts[i].encode()) for i in pick))
+            return lineage
 
-    def write(directory: Path) -> list[str]:
-        nonlocal enc
-        with contextlib.ExitStack() as stack:
-            writers = {s: stack.enter_context(SplitWriter(directory, s, dtype, enc.eot_id)) for s in SPLITS}
-            try:
-                lineage = encode_all(writers, enc)
-            except _EncoderMismatch:
-                # tiktoken's merges disagree with the HF tokenizer on this shard's text:
-                # start over with HF (slower, the reference), and say so
-                stats.extra["encoder_fallback"] = True
-                enc = DocumentEncoder(store.dir(TOKENIZER), backend="hf")
-                for w in writers.values():
-                    w.reset()
-                lineage = encode_all(writers, enc)
-            splits = {s: w.close() for s, w in writers.items()}
-        header = {"format": FORMAT, "dtype": dtype.str, "vocab_size": enc.vocab_size, "eot_id": enc.eot_id,
-                  "tokenizer_hash": tok_hash, "encoder": enc.backend, "shard": shard, "splits": splits}
-        (directory / HEADER).write_text(json.dumps(header, indent=1))
-        pq.write_table(pa.table({"doc_id": pa.array(lineage["doc_id"], pa.string()),
-                                 "split": pa.array(lineage["split"], pa.string()),
-                                 "index": pa.array(lineage["index"], pa.int64())}),
-                       directory / "documents.parquet")
-        docs = sum(s["documents"] for s in splits.values())
-        stats.docs_in = stats.docs_out = docs
-        stats.bytes_in = sum(s["bytes"] for s in splits.values())
-        stats.bytes_out = sum(s["tokens"] for s in splits.values()) * dtype.itemsize
-        stats.extra.update(tokens=sum(s["tokens"] for s in splits.values()), dtype=str(dtype),
-                           train_tokens=splits["train"]["tokens"], val_tokens=splits["val"]["tokens"],
-                           train_documents=splits["train"]["documents"], val_documents=splits["val"]["documents"],
-                           tokenizer_hash=tok_hash)
-        return ["header.json", "documents.parquet", *(f"{s}.{x}" for s in SPLITS for x in ("bin", "idx"))]
+        def write(directory: Path) -> list[str]:
+            nonlocal enc
+            with contextlib.ExitStack() as stack:
+                writers = {s: stack.enter_context(SplitWriter(directory, s, dtype, enc.eot_id)) for s in SPLITS}
+                try:
+                    lineage = encode_all(writers, enc)
+                except _EncoderMismatch:
+                    # tiktoken's merges disagree with the HF tokenizer on this shard's text:
+                    # start over with HF (slower, the reference), and say so
+                    stats.extra["encoder_fallback"] = True
+                    enc = DocumentEncoder(store.dir(TOKENIZER), backend="hf")
+                    for w in writers.values():
+                        w.reset()
+                    lineage = encode_all(writers, enc)
+                splits = {s: w.close() for s, w in writers.items()}
+            header = {"format": FORMAT, "dtype": dtype.str, "vocab_size": enc.vocab_size, "eot_id": enc.eot_id,
+                      "tokenizer_hash": tok_hash, "encoder": enc.backend, "shard": shard, "splits": splits}
+            (directory / HEADER).write_text(json.dumps(header, indent=1))
+            pq.write_table(pa.table({"doc_id": pa.array(lineage["doc_id"], pa.string()),
+                                     "split": pa.array(lineage["split"], pa.string()),
+                                     "index": pa.array(lineage["index"], pa.int64())}),
+                           directory / "documents.parquet")
+            docs = sum(s["documents"] for s in splits.values())
+            stats.docs_in = stats.docs_out = docs
+            stats.bytes_in = sum(s["bytes"] for s in splits.values())
+            stats.bytes_out = sum(s["tokens"] for s in splits.values()) * dtype.itemsize
+            stats.extra.update(tokens=sum(s["tokens"] for s in splits.values()), dtype=str(dtype),
+                               train_tokens=splits["train"]["tokens"], val_tokens=splits["val"]["tokens"],
+                               train_documents=splits["train"]["documents"], val_documents=splits["val"]["documents"],
+                               tokenizer_hash=tok_hash)
+            return ["header.json", "documents.parquet", *(f"{s}.{x}" for s in SPLITS for x in ("bin", "idx"))]
 
-    store.commit(TOKEN_SHARDS, shard, stats, {}, write=write)
-    return stats
+        store.commit(TOKEN_SHARDS, shard, stats, {}, write=write)
+        return stats
 
 
 def _intact(directory: Path) -> bool:

@@ -67,6 +67,12 @@ def tokenizer_key(cfg: YunqueConfig) -> str:
 
 
 def tokenizer_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) -> StageStats:
+    """Train (or reuse) the tokenizer; a second writer waits for the first and reuses its result."""
+    with store.lock(TOKENIZER):
+        return _tokenizer_stage(store, shards, cfg)
+
+
+def _tokenizer_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) -> StageStats:
     t = cfg.tokenizer
     key = tokenizer_key(cfg)
     if not t.retrain and (hit := store.cached(TOKENIZER, None, key)):

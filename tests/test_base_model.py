@@ -69,6 +69,11 @@ def test_materialize_tracks_the_run_in_mlflow(data_home):
     assert md["step"] == SMALL_TRAIN["train.steps"] and md["cached"] is False
     assert md["val_loss"] > 0 and md["parameters"] > 0 and md["device"] == "cpu"  # reported by rank 0 over Pipes
     assert md["checkpoint"].endswith("step-00000004")
+    # how it started, its steps and what it read: one group of every shard for a fresh run
+    assert md["start"] == "fresh: no previous run" and md["step_range"] == "0..4" and "continued_from" not in md
+    mixture = [r.data for r in md["mixture"].records]
+    assert [(r["source"], r["shards"], r["weight"]) for r in mixture] == [("all", "foro, manuales", 1.0)]
+    assert mixture[0]["tokens_drawn"] == md["tokens_seen"] and mixture[0]["train_tokens"] > 0
 
     # the MLflow run: finished, tagged with the Dagster run and the data versions it read
     client = _mlflow(home)
@@ -111,6 +116,8 @@ def test_materialize_tracks_the_run_in_mlflow(data_home):
     assert longer.success
     assert ckpt.latest(home / "data" / "base_model").step == 6
     assert (home / "data" / "base_model" / "previous" / md["run_key"] / "step-00000004").is_dir()
+    lineage = longer.asset_materializations_for_node("base_model")[0].metadata["lineage"].value
+    assert lineage["start"] == "fresh: recipe changed (train.steps)" and lineage["continued_from"] is None
 
 
 def test_eval_report_measures_what_training_measured(data_home):
@@ -140,9 +147,11 @@ def test_impossible_plan_is_refused_with_the_fix(data_home):
 
 CANCEL_SCRIPT = textwrap.dedent("""
     import sys
+    from assets.definitions import build_resources
     from assets.runner import materialize_one
     home, corpus, overrides = sys.argv[1:4]
-    print(materialize_one(["base_model"], None, 0, corpus, "tiny", overrides, None)["error"])
+    resources = build_resources(home=home, corpus=corpus, preset="tiny", overrides=overrides)
+    print(materialize_one(["base_model"], None, resources).error)
 """)
 
 

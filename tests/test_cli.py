@@ -59,7 +59,7 @@ def test_vocabulary_too_large_for_the_corpus_is_a_clear_error(tmp_path):
     the tokenizer and says what to change, after the data stages succeeded."""
     corpus = tmp_path / "corpus"
     write_two_shards(corpus)
-    p = yunque("--home", str(tmp_path / "home"), "run", "--corpus", str(corpus), "--workers", "1")
+    p = yunque("--home", str(tmp_path / "home"), "run", "--corpus", str(corpus))
     assert p.returncode == 1
     assert "tokenizer" in p.stderr and "lower tokenizer.vocab_size" in p.stderr, p.stderr
     assert "[foro] deduped_documents" in p.stdout

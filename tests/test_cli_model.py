@@ -11,12 +11,16 @@ import pytest
 
 from tests.factory import tiny_checkpoint
 from tests.test_cli import yunque
+from tests.test_lineage import record_base
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    # seed 1: greedy replies of this random model have no newlines and depend on the history
-    return tiny_checkpoint(tmp_path_factory.mktemp("cli"), seed=1)
+    # seed 1: greedy replies of this random model have no newlines and depend on the history;
+    # <home>/data/base_model/step-00000010, recorded as materialized
+    ckpt = tiny_checkpoint(tmp_path_factory.mktemp("cli") / "data", seed=1)
+    record_base(ckpt)
+    return ckpt
 
 
 def test_generate_prints_only_the_continuation(ckpt):
@@ -102,5 +106,12 @@ def test_export_writes_a_directory_transformers_loads(ckpt, tmp_path):
     assert {f.name for f in out.iterdir()} >= {"config.json", "model.safetensors", "tokenizer.json",
                                                 "tokenizer_config.json", "model-q8_0.gguf", "yunque_export.json"}
     assert "from_pretrained" in p.stdout and "model-q8_0.gguf" in p.stdout
+    # a recorded checkpoint's lineage travels with the export
+    p = yunque("lineage", str(out), "--json")
+    assert p.returncode == 0, p.stderr
+    view = json.loads(p.stdout)
+    record = json.loads((ckpt.parent / "materialized.json").read_text())
+    assert [(e["asset"], e["weights_sha256"]) for e in view["chain"]] == [("base_model", record["weights_sha256"])]
+    assert view["data"]["tokenizer_hash"] == record["inputs"]["tokenizer_hash"]
     p = yunque("export", "--checkpoint", str(ckpt), "--out", str(out), "--gguf", "--gguf-types", "q3")
     assert p.returncode == 1 and "unknown GGUF type" in p.stderr

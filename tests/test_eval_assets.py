@@ -9,6 +9,7 @@ import dagster as dg
 import pytest
 
 from tests.factory import tiny_checkpoint
+from tests.test_lineage import record_base
 from yunque import env
 
 EVAL = {"eval.math_problems": 8, "eval.sample_tokens": 12, "eval.math_max_new_tokens": 12, "eval.val_batches": 2,
@@ -20,7 +21,8 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
     h = env.use_home(tmp_path / "home")
-    tiny_checkpoint(h / "data")  # data/base_model/step-00000010 and data/tokenizer, as training leaves them
+    # data/base_model/step-00000010, its record and data/tokenizer, as training leaves them
+    record_base(tiny_checkpoint(h / "data"))
     return h
 
 
@@ -51,9 +53,10 @@ def test_report_and_export_materialize(home):
     assert (out / "math_accuracy.png").stat().st_size > 1000
 
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
-    assert {"val_loss_rising", "overfitting", "repetition", "transformers_logits_match",
+    assert {"val_loss_rising", "overfitting", "repetition", "outdated_chain", "transformers_logits_match",
             "gguf_logits_match"} <= checks.keys()
     assert checks["transformers_logits_match"].passed and checks["gguf_logits_match"].passed
+    assert checks["outdated_chain"].passed and md["outdated"] == [] and row["outdated"] == {}
 
     from mlflow.tracking import MlflowClient
 
@@ -63,6 +66,12 @@ def test_report_and_export_materialize(home):
 
     exp = _md(result, "exported_model")
     assert exp["architecture"] == "LlamaForCausalLM" and exp["cached"] is False
+    # the export names its source and carries the source's record (its lineage travels with it)
+    base = json.loads((home / "data" / "base_model" / "materialized.json").read_text())
+    saved = json.loads((home / "data" / "exported_model" / "yunque_export.json").read_text())
+    assert saved["source"] == {"asset": "base_model", "checkpoint": base["checkpoint"], "step": 10,
+                               "weights_sha256": base["weights_sha256"]} and saved["lineage"] == base
+    assert exp["weights_sha256"] == base["weights_sha256"]
     assert set(exp["files"]) == {"model.safetensors", "model-q8_0.gguf"}
     assert exp["max_abs_logit_diff"] <= 1e-4
 

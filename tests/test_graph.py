@@ -32,7 +32,7 @@ def test_whole_data_graph(home, corpus):
 
     root, expected = corpus
     summary = run_graph(str(root), overrides=SMALL_RUN)
-    assert summary.ok, [r for r in summary.runs if not r["ok"]]
+    assert summary.ok, [r.error for r in summary.runs if not r.ok]
     assert sorted(summary.shards) == ["foro", "manuales"]
 
     kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
@@ -68,7 +68,7 @@ def test_whole_data_graph(home, corpus):
         md = mats[0].asset_materialization.metadata
         assert "drops" in md and "documents_in" in md and "bytes_in" in md
     assert instance.fetch_materializations(dg.AssetKey("dedup_index"), limit=1).records
-    checks = dict(c for r in summary.runs for c in r["checks"])
+    checks = {name: passed for r in summary.runs for _, name, passed, _ in r.checks}
     assert {"every_document_once", "language_is_pure", "no_near_duplicates_left", "tokenizer_round_trip",
             "tokens_per_word"} <= checks.keys()
     # warnings: a 512-token vocabulary on random words may exceed 1.4 tokens per word,
@@ -79,14 +79,14 @@ def test_whole_data_graph(home, corpus):
                if n not in ("tokens_per_word", "val_loss_below_unigram_entropy", "repetition",
                             "heldout_pair_accuracy_above_chance", "no_reward_hacking"))
     assert checks["loss_mask_assistant_only"]
-    model = next(r["metadata"]["base_model"] for r in summary.runs if "base_model" in r["metadata"])
+    model = next(r.assets["base_model"] for r in summary.runs if "base_model" in r.assets)
     assert model["step"] == 4 and model["checkpoint"].endswith("step-00000004") and model["mlflow_run_id"]
     # ... evaluated on the token shards' validation split, and exported
-    report = next(r["metadata"]["eval_report"] for r in summary.runs if "eval_report" in r["metadata"])
+    report = next(r.assets["eval_report"] for r in summary.runs if "eval_report" in r.assets)
     assert report["stages"] == ["base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model"]
     assert report["cached"] is False
     assert report["base_model/math_accuracy"] >= 0 and (home / "data" / "eval_report" / "report.md").exists()
-    exported = next(r["metadata"]["exported_model"] for r in summary.runs if "exported_model" in r["metadata"])
+    exported = next(r.assets["exported_model"] for r in summary.runs if "exported_model" in r.assets)
     # the last stage of the chain is what gets exported
     assert exported["checkpoint"].endswith("grpo_model/step-00000002") and exported["max_abs_logit_diff"] <= 1e-4
     assert {"transformers_logits_match", "gguf_logits_match", "val_loss_rising", "repetition"} <= checks.keys()
@@ -114,20 +114,20 @@ def test_whole_data_graph(home, corpus):
     # Re-running an unchanged corpus does no work: every stage reports a cache hit.
     again = run_graph(str(root), overrides=SMALL_RUN)
     assert again.ok
-    cached = [m.get("cached") for r in again.runs for m in r["metadata"].values()]
+    cached = [m.get("cached") for r in again.runs for m in r.assets.values()]
     assert cached and all(cached)
 
     # A new shard: only its own signatures are computed; the old shards' stay cached.
     add_shard(root, "nuevo")
     third = run_graph(str(root), overrides=SMALL_RUN)
     assert third.ok
-    sig_runs = {r["shard"]: r["metadata"]["minhash_signatures"]["cached"] for r in third.runs
-                if "minhash_signatures" in r["metadata"]}
+    sig_runs = {r.partition: r.assets["minhash_signatures"]["cached"] for r in third.runs
+                if "minhash_signatures" in r.assets}
     assert sig_runs == {"foro": True, "manuales": True, "nuevo": False}
     kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
     assert set(kept["shard"]) == {"foro", "manuales", "nuevo"}
     # ... and it is encoded with the existing tokenizer, which is not retrained
-    md = {(r["shard"], k): m for r in third.runs for k, m in r["metadata"].items()}
+    md = {(r.partition, k): m for r in third.runs for k, m in r.assets.items()}
     assert md[(None, "tokenizer")]["cached"] is True
     assert md[("nuevo", "token_shards")]["cached"] is False
     for shard in ("foro", "manuales"):
@@ -146,7 +146,7 @@ def test_whole_data_graph(home, corpus):
 
     assert stale("token_shards") == set()
     retrained = run_graph(str(root), select="key:tokenizer", overrides=json.dumps({"tokenizer.vocab_size": 480}))
-    assert retrained.ok and retrained.runs[0]["metadata"]["tokenizer"]["vocab_size"] == 480
+    assert retrained.ok and retrained.runs[0].assets["tokenizer"]["vocab_size"] == 480
     assert stale("token_shards") == {"foro", "manuales", "nuevo"}
 
 
@@ -210,13 +210,23 @@ def test_definitions_load():
     names = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
                      "dedup_index", "deduped_documents", "tokenizer", "token_shards", "base_model", "sft_model",
-                     "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report", "exported_model"}
+                     "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report", "exported_model",
+                     "promoted_model"}
     # the chain's order: each post-training stage starts from the one before it
     parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
                for k in graph.get_all_asset_keys()}
     assert parents["sft_model"] == {"base_model"} and parents["ppo_model"] == {"dpo_model", "reward_model"}
     assert parents["grpo_model"] == {"ppo_model"} and "grpo_model" in parents["exported_model"]
     assert defs.resolve_job_def("shard_job") is not None
+    # new data reaches a model: the training job covers everything from base_model on, and
+    # its schedule is off until the user turns it on
+    train = defs.resolve_job_def("train_and_promote")
+    assert {k.to_user_string() for k in train.asset_layer.selected_asset_keys} >= {
+        "base_model", "grpo_model", "eval_report", "exported_model", "promoted_model"}
+    schedule = defs.resolve_schedule_def("train_on_new_data")
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED and schedule.description
+    for sensor in defs.sensors:
+        assert sensor.description, f"{sensor.name} says what it does"
 
 
 def test_graph_on_s3_corpus(home, tmp_path, s3_server, monkeypatch):
@@ -233,7 +243,7 @@ def test_graph_on_s3_corpus(home, tmp_path, s3_server, monkeypatch):
         if path.is_file():
             s3.upload_file(str(path), "lake", f"raw/es/{path.relative_to(local)}")
     summary = run_graph("s3://lake/raw/es", endpoint_url=s3_server, overrides=SMALL_RUN)
-    assert summary.ok, [r for r in summary.runs if not r["ok"]]
+    assert summary.ok, [r.error for r in summary.runs if not r.ok]
     kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
     rejected = pl.read_parquet(f"{home}/data/rejected_documents/*/*.parquet")
     assert kept.height + rejected.height == 18

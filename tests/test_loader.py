@@ -1,4 +1,5 @@
-"""The pretraining loader: exact resume, DDP ranks without overlap, validation windows."""
+"""The pretraining loader: exact resume, DDP ranks without overlap, validation windows,
+and the mixture of new and replayed shards that continued pretraining reads."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import torch
 
 from model.data import (
     LoaderStateError,
+    MixtureWindows,
+    Source,
     TokenWindows,
     validation_batches,
     validation_bytes_per_token,
@@ -157,3 +160,74 @@ def test_bytes_per_token_of_the_windows_evaluated(tmp_path):
     # all 98 windows: 24 batches of 4 use 21 of a's windows and 75 of b's
     assert validation_bytes_per_token([a, b], 16, 4) == pytest.approx((21 * 2 + 75 * 5) / 96)
     assert sum(len(x) for x, _ in validation_batches([a, b], 16, 4)) == 96
+
+
+def _group(first_tokens: torch.Tensor) -> list[str]:
+    """The shard of each window, from its first token (a < 100,000 <= b < 200,000 <= c)."""
+    return ["a" if t < 100_000 else "b" if t < 200_000 else "c" for t in first_tokens.tolist()]
+
+
+def _mix(shards, replay: float, **kw) -> MixtureWindows:
+    return MixtureWindows([Source("new", [shards[2]], 1 - replay), Source("replay", shards[:2], replay)], 16,
+                          kw.pop("batch_size", 8), seed=kw.pop("seed", 5), **kw)
+
+
+@pytest.mark.parametrize("replay, batch", [(0.25, 8), (0.3, 10), (0.0, 8), (1.0, 8)])
+def test_mixture_gives_the_configured_share_of_windows(shards, replay, batch):
+    loader = _mix(shards, replay, batch_size=batch)
+    steps = 60  # c has ~50 windows of 16: the new group goes through several epochs
+    groups = [g for x in _run(loader, steps) for g in _group(x[:, 0])]
+    new = groups.count("c")
+    # stratified, not drawn: the share is exact to within one window, at every step
+    assert abs(new - (1 - replay) * steps * batch) <= 1
+    assert loader.windows_per_source() == {"new": new, "replay": len(groups) - new}
+    if 0 < replay < 1:  # the replayed windows come from both old shards, and every step mixes
+        assert {"a", "b"} <= set(groups)
+        assert all(0 < _group(x[:, 0]).count("c") < batch for x in _run(loader, 10))
+
+
+def test_mixture_is_deterministic_and_resumes_exactly(shards):
+    straight = _run(_mix(shards, 0.25), 50)
+    assert all(torch.equal(a, b) for a, b in zip(straight, _run(_mix(shards, 0.25), 50)))
+    assert not all(torch.equal(a, b) for a, b in zip(straight, _run(_mix(shards, 0.25, seed=6), 50)))
+    first = _mix(shards, 0.25)
+    head = _run(first, 21)
+    state = json.loads(json.dumps(first.state_dict()))  # what a checkpoint stores: a few integers
+    assert (state["slots"], len(state["epoch"]), len(state["cursor"])) == (21 * 8, 2, 2)
+    resumed = _mix(shards, 0.25)
+    resumed.load_state_dict(state)
+    tail = _run(resumed, 29)
+    assert all(torch.equal(a, b) for a, b in zip(straight, head + tail))
+    assert resumed.epoch[0] > first.epoch[0]  # the new group's epoch turned after the resume
+
+
+def test_mixture_ranks_split_the_global_batch_without_overlap(shards):
+    single = _mix(shards, 0.25, batch_size=8)
+    ranks = [_mix(shards, 0.25, batch_size=4, rank=r, world_size=2) for r in range(2)]
+    for _ in range(30):
+        whole = single.next_batch()[0]
+        parts = [r.next_batch()[0] for r in ranks]
+        assert torch.equal(whole, torch.cat(parts))
+        assert not set(parts[0][:, 0].tolist()) & set(parts[1][:, 0].tolist())
+    # and a run resumed on two ranks continues the single process's global order
+    state, expected = single.state_dict(), single.next_batch()[0]
+    two = [_mix(shards, 0.25, batch_size=4, rank=r, world_size=2) for r in range(2)]
+    for r in two:
+        r.load_state_dict(state)
+    assert torch.equal(expected, torch.cat([r.next_batch()[0] for r in two]))
+
+
+def test_mixture_state_from_another_mixture_is_refused(shards):
+    state = _mix(shards, 0.25).state_dict()
+    with pytest.raises(LoaderStateError, match="sources"):
+        _mix(shards, 0.5).load_state_dict(state)
+    with pytest.raises(LoaderStateError, match="sources"):
+        MixtureWindows([Source("new", [shards[1]], 0.75), Source("replay", [shards[0], shards[2]], 0.25)], 16,
+                       8, seed=5).load_state_dict(state)
+
+
+def test_mixture_refuses_a_shard_in_two_groups_and_empty_groups(shards):
+    with pytest.raises(ValueError, match="two sources"):
+        MixtureWindows([Source("new", shards[:2], 0.5), Source("replay", shards[1:], 0.5)], 16, 8)
+    with pytest.raises(ValueError, match="at least one shard"):
+        MixtureWindows([Source("new", shards, 0.5), Source("replay", [], 0.5)], 16, 8)

@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.factory import SMALL_POST, tiny_checkpoint
+from tests.test_lineage import record_base
 from yunque import env
 
 SMALL = {**SMALL_POST, "eval.math_problems": 4, "eval.sample_tokens": 8, "eval.math_max_new_tokens": 12,
@@ -23,7 +24,8 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
     h = env.use_home(tmp_path / "home")
-    tiny_checkpoint(h / "data", context=384)  # data/base_model/step-00000010, as pretraining leaves it
+    # data/base_model/step-00000010 and its record, as pretraining leaves them
+    record_base(tiny_checkpoint(h / "data", context=384))
     return h
 
 
@@ -70,13 +72,19 @@ def test_whole_chain_materializes_with_a_report_row_per_stage(home):
     assert report["stages"] == ["base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model"]
     assert all(f"{s}/math_accuracy" in report for s in report["stages"])
 
-    # lineage: GRPO's run record leads back through PPO, DPO and SFT to the base checkpoint
-    lineage = json.loads((data / "grpo_model" / "run.json").read_text())["lineage"]
-    chain = []
-    while lineage:
-        chain.append(lineage["init"]["asset"])
-        lineage = lineage.get("upstream", {})
-    assert chain == ["ppo_model", "dpo_model", "sft_model", "base_model"]
+    assert report["outdated"] == []
+
+    # lineage: GRPO's record leads back through PPO, DPO and SFT to the base checkpoint, each
+    # parent as it was when consumed, which is its current record; PPO's names its reward model
+    from stages.lineage import chain
+
+    records = {a: json.loads((data / a / "materialized.json").read_text()) for a in keys[:-1] + ("base_model",)}
+    grpo = records["grpo_model"]
+    assert [r["asset"] for r in chain(grpo)] == ["grpo_model", "ppo_model", "dpo_model", "sft_model", "base_model"]
+    assert all(r == records[r["asset"]] for r in chain(grpo)[1:])
+    assert records["ppo_model"]["reward_model"] == records["reward_model"]
+    assert {r["dagster_run_id"] for r in chain(grpo)[:-1]} == {result.run_id}
+    assert all(r["step"] == r["final_step"] == 2 for r in chain(grpo)[:-1])
 
     from mlflow.tracking import MlflowClient
 
@@ -85,10 +93,17 @@ def test_whole_chain_materializes_with_a_report_row_per_stage(home):
     assert run.info.status == "FINISHED" and run.data.tags["yunque.stage"] == "grpo"
     assert {"kl", "reply_tokens", "accuracy"} <= run.data.metrics.keys()
     assert len(client.get_metric_history(run.info.run_id, "kl")) == 2
+    # the chain it was trained from, as tags (the reward model through PPO); the recipe as params
+    tags = run.data.tags
+    assert tags["yunque.ppo.weights"] == records["ppo_model"]["weights_sha256"]
+    assert tags["yunque.reward.weights"] == records["reward_model"]["weights_sha256"]
+    assert tags["yunque.base.weights"] == records["base_model"]["weights_sha256"]
+    assert run.data.params["train.steps"] == "2" and not any(k.startswith("lineage.") for k in run.data.params)
 
-    # unchanged recipe and inputs: nothing retrains
+    # unchanged recipe and inputs: nothing retrains, and the records still name the run that trained
     again = _materialize(home, ("sft_model", "dpo_model"))
     assert again.success and _md(again, "sft_model")["cached"] and _md(again, "dpo_model")["cached"]
+    assert json.loads((data / "sft_model" / "materialized.json").read_text()) == records["sft_model"]
 
 
 def test_missing_parent_is_a_clear_failure(tmp_path, monkeypatch):
@@ -97,6 +112,11 @@ def test_missing_parent_is_a_clear_failure(tmp_path, monkeypatch):
     result = _materialize(h, ("dpo_model",))
     err = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
     assert "materialize sft_model first" in err
+    # a refusal is not retried (the retry policy is for crashes: a retry resumes exactly)
+    assert not any(e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY for e in result.all_events)
+    from assets.post_training import dpo_model
+
+    assert dpo_model.op.retry_policy == dg.RetryPolicy(max_retries=2, delay=10)
 
 
 def _run(tmp_path, stage: str, init, **train) -> dict:

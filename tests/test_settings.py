@@ -14,7 +14,8 @@ from resources.settings import YunqueSettings
 def resolved(settings: YunqueSettings) -> dict:
     cfg = settings.data_config()
     return {"steps": cfg.train.steps, "dtype": cfg.train.dtype, "dim": cfg.model.dim,
-            "threshold": cfg.langid.threshold, "top_n": cfg.filters.gopher_repetition.top_n_grams}
+            "threshold": cfg.langid.threshold, "top_n": cfg.filters.gopher_repetition.top_n_grams,
+            "promotion": (cfg.promotion.alias, cfg.promotion.max_bpb_increase)}
 
 
 def launch(overrides: dict, preset: str = "tiny") -> dg.ExecuteInProcessResult:
@@ -28,10 +29,11 @@ def launch(overrides: dict, preset: str = "tiny") -> dg.ExecuteInProcessResult:
 def test_typed_overrides_from_run_config_reach_the_tree():
     result = launch({"train": {"steps": 7, "dtype": "fp32"}, "model": {"preset": "small"},
                      "langid": {"threshold": 0.3},
-                     "filters": {"gopher_repetition": {"top_n_grams": [[2, 0.3]]}}})
+                     "filters": {"gopher_repetition": {"top_n_grams": [[2, 0.3]]}},
+                     "promotion": {"alias": "prod", "max_bpb_increase": 0.05}})
     assert result.success
     assert result.output_for_node("resolved") == {"steps": 7, "dtype": "fp32", "dim": 384, "threshold": 0.3,
-                                                  "top_n": [(2, 0.3)]}
+                                                  "top_n": [(2, 0.3)], "promotion": ("prod", 0.05)}
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -39,18 +41,23 @@ def test_typed_overrides_from_run_config_reach_the_tree():
     ({"train": {"steps": "many"}}, "is not valid for expected type"),
     ({"train": {"dtype": "fp16"}}, "not in enum type"),
     ({"dedup": 5}, "dedup"),
+    ({"promotion": {"max_accuracy_drop": "some"}}, "is not valid for expected type"),
 ])
 def test_the_launchpad_rejects_bad_overrides_before_the_run(overrides, message):
     with pytest.raises(dg.DagsterInvalidConfigError, match=message):
         launch(overrides)
 
 
-def test_a_range_error_fails_the_run_naming_the_key():
-    result = launch({"langid": {"threshold": 1.5}})
+@pytest.mark.parametrize("overrides, message", [
+    ({"langid": {"threshold": 1.5}}, "config key 'langid.threshold': Input should be less than or equal to 1"),
+    ({"promotion": {"alias": "latest"}}, "config key 'promotion.alias': Value error, 'latest'"),
+    ({"promotion": {"registered_model": "a/b"}}, "config key 'promotion.registered_model': String should match"),
+])
+def test_a_range_error_fails_the_run_naming_the_key(overrides, message):
+    result = launch(overrides)
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
-    assert "config key 'langid.threshold': Input should be less than or equal to 1" in str(
-        failure.step_failure_data.error.message)
+    assert message in str(failure.step_failure_data.error.message)
 
 
 def test_build_checks_first_and_keeps_only_what_was_set():

@@ -70,3 +70,39 @@ def test_side_file_from_an_interrupted_commit_is_a_cache_miss(tmp_path):
     assert store.cached("raw_documents", "s", "k1") is None
     # nothing half-written is left where the output globs look
     assert [p.name for p in store.dir("raw_documents").iterdir()] == ["s"]
+
+
+def test_commit_of_a_key_already_committed_keeps_the_first_copy(tmp_path):
+    """A second writer that computed the same output finds it committed and discards its
+    own copy: the directory readers may hold open is not swapped under them."""
+    store = DataStore(tmp_path)
+    side = store.rejected("s", "read")
+    store.commit("raw_documents", "s", StageStats(key="k1"), {"part-0.parquet": pa.table({"x": [1]})},
+                 side={side: rejections_table([])})
+    first = store.dir("raw_documents", "s").stat().st_ino
+    store.commit("raw_documents", "s", StageStats(key="k1"), {"part-0.parquet": pa.table({"x": [2]})},
+                 side={side: rejections_table([])})
+    assert store.dir("raw_documents", "s").stat().st_ino == first
+    assert pq.read_table(store.part("raw_documents", "s"))["x"].to_pylist() == [1]
+    assert list(store.staging().iterdir()) == []
+    # an incomplete committed copy (its side file lost) is replaced, not kept
+    side.unlink()
+    store.commit("raw_documents", "s", StageStats(key="k1"), {"part-0.parquet": pa.table({"x": [3]})},
+                 side={side: rejections_table([])})
+    assert pq.read_table(store.part("raw_documents", "s"))["x"].to_pylist() == [3]
+    assert store.cached("raw_documents", "s", "k1") is not None
+
+
+def test_a_caller_holding_the_lock_replaces_an_output_it_judged_unusable(tmp_path):
+    """Inside `lock()` the caller has checked the cache already: a same-key output that it
+    recomputes anyway (e.g. a truncated token array) is replaced, as is a same-key output
+    with other stats (a tokenizer retrained on more shards under the same settings)."""
+    store = DataStore(tmp_path)
+    store.commit("token_shards", "s", StageStats(key="k"), {"a.parquet": pa.table({"x": [1]})})
+    with store.lock("token_shards", "s"):
+        store.commit("token_shards", "s", StageStats(key="k"), {"a.parquet": pa.table({"x": [2]})})
+    assert pq.read_table(store.dir("token_shards", "s") / "a.parquet")["x"].to_pylist() == [2]
+    store.commit("tokenizer", None, StageStats(key="t", docs_in=1), {"a.parquet": pa.table({"x": [1]})})
+    store.commit("tokenizer", None, StageStats(key="t", docs_in=2), {"a.parquet": pa.table({"x": [2]})})
+    assert store.manifest("tokenizer")["stats"]["docs_in"] == 2
+    assert list(store.staging().iterdir()) == []

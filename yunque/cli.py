@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import sys
 from pathlib import Path
 
-from yunque import cli_config, env
+from yunque import cli_config, cli_ui, env
 from yunque.cli_model import add_commands
 
 
@@ -49,6 +51,8 @@ def _describe(md: dict) -> str:
     if "reused_rows" in md:  # eval_report
         return ", ".join(f"{s}: val_loss {md.get(f'{s}/val_loss', float('nan')):.3f}, "
                          f"math {md.get(f'{s}/math_accuracy', 0):.0%}" for s in md["stages"])
+    if "new_version" in md:  # promoted_model
+        return f"{md['registered_model']} v{md['version']} @{md['alias']}" + ("" if md["new_version"] else " (kept)")
     if "architecture" in md:  # exported_model
         return f"{md['architecture']} step {md['step']}, {len(md['files'])} files"
     if "train_tokens" in md:
@@ -74,8 +78,8 @@ def _token_summary(home: Path, shards: list[str], preset: str) -> None:
                   f"{row['preset']} model ({row['parameters'] / 1e6:.1f}M): {row['verdict']} (rule of thumb 20-100)")
 
 
-def _model_summary(summary, home: Path) -> None:
-    md = next((m["base_model"] for r in summary.runs for m in [r["metadata"]] if "base_model" in m), None)
+def _model_summary(metadata: dict, home: Path) -> None:
+    md = metadata.get("base_model")
     if md is None:
         return
     ent = md.get("unigram_entropy")
@@ -85,12 +89,15 @@ def _model_summary(summary, home: Path) -> None:
               f"bits/byte, perplexity {md.get('val_ppl', 0):.1f}), {verdict} the unigram entropy {ent:.3f}")
     print(f"                    {md.get('tokens_seen', 0):,} tokens seen at step {md['step']}, "
           f"{md.get('tokens_per_s', 0):,.0f} tokens/s; checkpoint {md['checkpoint']}")
+    from resources.tracking import MlflowTracking
+
+    tracking = MlflowTracking(home=str(home), tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", ""))
     print(f"MLflow:             run {md.get('mlflow_run_id')}: .venv/bin/mlflow ui --backend-store-uri "
-          f"sqlite:///{home}/mlflow/mlflow.db")
+          f"{tracking.uri()}, then {tracking.ui_url(md.get('mlflow_run_id', ''))}")
 
 
-def _eval_summary(summary, home: Path) -> None:
-    mds = {k: m for r in summary.runs for k, m in r["metadata"].items() if k in ("eval_report", "exported_model")}
+def _eval_summary(metadata: dict, home: Path) -> None:
+    mds = {k: m for k, m in metadata.items() if k in ("eval_report", "exported_model")}
     if "eval_report" in mds:
         md = mds["eval_report"]
         print(f"evaluation report:  {home}/data/eval_report/report.md (and report.json, loss_curves.png, "
@@ -106,6 +113,26 @@ def _eval_summary(summary, home: Path) -> None:
         print(f"talk to it:         .venv/bin/yunque chat --checkpoint {md['checkpoint']}")
 
 
+def _line(report) -> str:
+    """A finished run, in one line: what each asset did, then ok / FAILED, naming failed checks."""
+    parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in report.assets.items()]
+    status = "ok" if report.ok else f"FAILED: {report.error}"
+    if report.failed_checks:
+        status += f" (checks failed: {', '.join(report.failed_checks)})"
+    return f"[{report.partition or 'corpus'}] {'; '.join(parts) or '-'}  {status}"
+
+
+def _settings(args: argparse.Namespace, home: Path, overrides: dict):
+    """What this run uses, and what the home will remember for the UI, sensors and schedules."""
+    from stages import home as home_settings
+
+    saved = home_settings.read(home)
+    corpus = args.corpus or saved.corpus or str(home / "sample")
+    new = home_settings.HomeSettings(corpus=corpus, preset=args.preset, overrides=overrides,
+                                     s3_endpoint=args.s3_endpoint or saved.s3_endpoint)
+    return saved, new
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     try:  # before anything is fetched, created or run
         _, overrides = cli_config.checked(args.preset, args.overrides)
@@ -113,65 +140,59 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"yunque run: {e}", file=sys.stderr)
         return 2
     home = env.use_home(args.home)
-    corpus = args.corpus or str(home / "sample")
-    if args.corpus is None and not (home / "sample").exists():
+    try:
+        saved, chosen = _settings(args, home, overrides)
+    except ValueError as e:
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 2
+    if chosen.corpus == str(home / "sample") and not (home / "sample").exists():
         print(f"no corpus given and no sample corpus in {home / 'sample'}: fetching it first")
         if rc := _fetch(home / "sample"):
             return rc
-    from tqdm import tqdm
+    from stages import home as home_settings
 
-    from assets.runner import plan, run_graph
+    existed = (home / home_settings.SETTINGS_FILE).exists()
+    home_settings.write(home, chosen)
+    if existed and saved != chosen:
+        print(f"settings of this home ({home / home_settings.SETTINGS_FILE}): corpus {chosen.corpus}, "
+              f"preset {chosen.preset}, overrides {json.dumps(chosen.overrides) if chosen.overrides else 'none'}")
+    if args.in_process:
+        from yunque.cli_inprocess import run_in_process
 
-    try:
-        phases = plan(args.select)
-    except ValueError as e:
-        print(f"yunque run: {e}", file=sys.stderr)
-        return 2
-    bar = tqdm(desc="materializing", unit="run", total=None, dynamic_ncols=True)
+        return run_in_process(args, home, chosen, _line, _finish)
+    from yunque.cli_submit import run_backfill
 
-    def progress(assets: str, shard: str, entry: dict) -> None:
-        bar.update(1)
-        md = entry["metadata"]
-        parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in md.items()]
-        status = "ok" if entry["ok"] else f"FAILED: {entry['error']}"
-        if entry.get("warnings"):
-            status += f" (checks failed: {', '.join(entry['warnings'])})"
-        bar.write(f"[{shard}] {'; '.join(parts) or assets}  {status}")
+    return run_backfill(args, home, chosen, _line, _finish)
 
-    print(f"corpus {corpus}; home {home}; {len(phases)} phase(s): "
-          + " | ".join(",".join(k.to_user_string() for k in p.keys) for p in phases))
-    try:
-        summary = run_graph(corpus, args.select, args.preset, overrides, args.s3_endpoint, progress,
-                            workers=args.workers)
-    except ValueError as e:
-        bar.close()
-        print(f"yunque run: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # noqa: BLE001 - one readable line; the Dagster runs hold the details
-        bar.close()
-        print(f"yunque run: failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    bar.close()
-    failed = [r for r in summary.runs if not r["ok"]]
-    print(f"\n{len(summary.runs)} runs over {len(summary.shards)} shards, {len(failed)} failed.")
+
+def _finish(home: Path, reports: list, shards: list[str], preset: str) -> None:
+    """The summary after the runs: where everything landed, the figures of this run only."""
+    failed = [r for r in reports if not r.ok]
+    print(f"\n{len(reports)} runs over {len(shards)} shards, {len(failed)} failed.")
     print(f"kept documents:     {home}/data/deduped_documents/*/*.parquet")
     print(f"rejected documents: {home}/data/rejected_documents/*/*.parquet")
     if (home / "data" / "tokenizer" / "tokenizer.json").exists():
-        _token_summary(home, summary.shards, args.preset)
+        _token_summary(home, shards, preset)
         print(f"tokenizer:          {home}/data/tokenizer/ (transformers.AutoTokenizer.from_pretrained)")
         print(f"token arrays:       {home}/data/token_shards/*/{{train,val}}.bin (+ header.json)")
-    _model_summary(summary, home)
-    _eval_summary(summary, home)
-    print(f"Dagster UI:         YUNQUE_HOME={home} YUNQUE_CORPUS={corpus} DAGSTER_HOME={home}/dagster "
-          ".venv/bin/dagster dev -w workspace.yaml")
+    metadata = {k: m for r in reports for k, m in r.assets.items()}
+    _model_summary(metadata, home)
+    _eval_summary(metadata, home)
+    print(f"Dagster UI:         .venv/bin/yunque --home {home} ui")
+    checks = [c for r in reports for c in r.failed_checks]
+    if checks:
+        print(f"failed checks:      {', '.join(checks)}")
     for r in failed:
-        print(f"  failed: {r['shard'] or '(corpus)'} {r['assets']}: {r['error']} (run {r['run_id']})",
-              file=sys.stderr)
-    return 1 if failed else 0
+        print(f"  failed: {r.partition or '(corpus)'}: {r.error} (run {r.run_id})", file=sys.stderr)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM (timeout, kill, a CI runner) cleans up as Ctrl-C does
 
 
 def main(argv: list[str] | None = None) -> int:
     env.apply()
+    signal.signal(signal.SIGTERM, _interrupt)
     p = argparse.ArgumentParser(prog="yunque", description=__doc__)
     p.add_argument("--home", help="output and instance root (default $YUNQUE_HOME or ./.yunque)")
     sub = p.add_subparsers(dest="command", required=True)
@@ -184,11 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--preset", default="tiny", help="configuration preset (default tiny)")
     r.add_argument("--overrides", help='JSON of dotted config overrides, e.g. \'{"langid.threshold": 0.5}\'')
     r.add_argument("--s3-endpoint", help="endpoint URL of an S3-compatible store")
-    r.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                   help="shards processed at once, one process each (default: 2, or 1 on one core)")
+    r.add_argument("--in-process", action="store_true",
+                   help="debugging: run the assets in this process, one run after another, without the "
+                        "daemon (no run queue, no concurrency)")
     r.set_defaults(fn=cmd_run)
     add_commands(sub)
     cli_config.add_commands(sub)
+    cli_ui.add_commands(sub)
     args = p.parse_args(argv)
     return args.fn(args)
 

@@ -1,4 +1,4 @@
-"""`yunque generate | chat | eval | export`: use a checkpoint directly, without Dagster."""
+"""`yunque generate | chat | eval | export | lineage`: use a checkpoint directly, without Dagster."""
 
 from __future__ import annotations
 
@@ -134,11 +134,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from model.export_hf import export_hf
+    from yunque.cli_lineage import export_lineage
 
     loaded = _load(args.checkpoint)
     types = [t for t in args.gguf_types.split(",") if t] if args.gguf else []
     try:
-        record = export_hf(loaded, Path(args.out), args.dtype, types)
+        # a recorded checkpoint's chain travels with the export (`yunque lineage OUT`)
+        record = export_hf(loaded, Path(args.out), args.dtype, types, lineage=export_lineage(loaded.checkpoint.path))
     except (OSError, ValueError) as e:
         raise SystemExit(f"yunque export: {e}") from None
     for name, size in record["files"].items():
@@ -150,6 +152,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def add_commands(sub) -> None:
     from stages.config import PRESETS
+    from yunque.cli_lineage import add_command as add_lineage
 
     def sampling_args(p, tokens: int, temperature: float) -> None:
         p.add_argument("--checkpoint", required=True,
@@ -186,3 +189,4 @@ def add_commands(sub) -> None:
     x.add_argument("--gguf", action="store_true", help="also GGUF files for llama.cpp (see --gguf-types)")
     x.add_argument("--gguf-types", default="f16,q8_0,q4_0", help="comma-separated GGUF types (default: all three)")
     x.set_defaults(fn=cmd_export)
+    add_lineage(sub)

@@ -1,0 +1,46 @@
+"""New data all the way to a model: the training job and the schedule that starts it.
+
+The data half runs by itself (the shard sensor and the automation conditions, on by
+default). Training is off by default: one switch in the UI (Automation > train_on_new_data)
+turns it on. Each tick then asks whether token shards exist that the materialized base
+model has not trained on; if so it runs base_model (which continues pretraining from the
+last base checkpoint on a mix of new and old shards), the post-training chain, the
+evaluation, the export and the promotion decision, in one run."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from assets.partitions import consumed_shards
+from resources import CorpusStorage, YunqueSettings
+from stages.retrain import unseen_shards
+from stages.store import cache_key
+
+# Dagster schedules are code: the cadence comes from the environment of the code location.
+TRAINING_CRON = os.environ.get("YUNQUE_TRAINING_CRON", "0 * * * *")
+
+train_job = dg.define_asset_job(
+    "train_and_promote", selection=dg.AssetSelection.assets("base_model").downstream(),
+    description="Pretrain (continuing from the last base checkpoint when only the data changed), post-train, "
+                "evaluate, export, and promote the export if it does not regress against the champion.",
+)
+
+
+@dg.schedule(job=train_job, cron_schedule=TRAINING_CRON, default_status=dg.DefaultScheduleStatus.STOPPED,
+             description="Off by default: turn it on to carry new data to a model. On each tick (cron "
+                         "YUNQUE_TRAINING_CRON, hourly by default), if token shards exist that the base model has "
+                         "not trained on, runs train_and_promote; otherwise skips and says why. A failed attempt "
+                         "on the same data is not retried by the schedule: relaunch it from the UI.")
+def train_on_new_data(context: dg.ScheduleEvaluationContext, settings: YunqueSettings,
+                      corpus: CorpusStorage) -> dg.RunRequest | dg.SkipReason:
+    chosen = consumed_shards(context, settings, corpus, "token_shards")
+    if chosen.pending:  # the data half is still at work: base_model would refuse
+        return dg.SkipReason(f"waiting for token_shards of {sorted(chosen.pending)}")
+    unseen = unseen_shards(settings.store(), chosen.ready)
+    if not unseen.any:
+        return dg.SkipReason(unseen.reason)
+    # one request per set of data versions: the same data is not trained on twice
+    return dg.RunRequest(run_key=cache_key(sorted(unseen.shards.items())),
+                         tags={"yunque/new_shards": ",".join(sorted(unseen.shards))[:200]})

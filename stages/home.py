@@ -1,0 +1,42 @@
+"""What a home remembers: the corpus it was built from, the preset and the overrides
+(`$YUNQUE_HOME/yunque.json`). `yunque run` writes it; the code location reads it when it
+loads, so the CLI, the UI's runs, the sensors and the schedules all work with one
+configuration instead of each process guessing from its own environment."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stages.store import write_json
+
+SETTINGS_FILE = "yunque.json"
+
+
+@dataclass
+class HomeSettings:
+    corpus: str = ""  # "" until a run names one: the sample corpus under the home
+    preset: str = "tiny"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    s3_endpoint: str = ""
+
+
+def read(home: str | Path) -> HomeSettings:
+    path = Path(home) / SETTINGS_FILE
+    if not path.exists():
+        return HomeSettings()
+    try:
+        raw = json.loads(path.read_text())
+    except ValueError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); fix or delete it") from None
+    unknown = sorted(set(raw) - set(HomeSettings.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}")
+    return HomeSettings(**raw)
+
+
+def write(home: str | Path, settings: HomeSettings) -> None:
+    Path(home).mkdir(parents=True, exist_ok=True)
+    write_json(Path(home) / SETTINGS_FILE, asdict(settings))

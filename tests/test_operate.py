@@ -1,0 +1,266 @@
+"""Operating Yunque from Dagster, for real: `yunque run` submits a backfill to a daemon;
+`yunque ui` starts a real webserver and daemon; a backfill launched through the
+webserver's GraphQL API (what the UI's "Materialize" does) completes with the CLI's
+outputs; opening the UI on a CLI-built home starts nothing; a new shard flows, with the
+training schedule switched on, to a continued base model, the chain, the evaluation and
+a promotion decision; cancelling a training run leaves none of its processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from tests.factory import SMALL_RUN, add_shard, write_two_shards
+
+REPO = Path(__file__).resolve().parents[1]
+YUNQUE = str(Path(sys.executable).with_name("yunque"))
+FAST = {"YUNQUE_SENSOR_INTERVAL": "5", "YUNQUE_AUTOMATION_INTERVAL": "5", "YUNQUE_DAEMON_INTERVAL": "3"}
+DATA_HALF = "+key:token_shards"
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("YUNQUE_", "DAGSTER_HOME"))}
+    return {**env, **FAST, "YUNQUE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), **extra}
+
+
+def _instance(home: Path) -> dg.DagsterInstance:
+    """The home's instance, from this test process (its dagster.yaml reads $DAGSTER_HOME
+    once, at load)."""
+    from dagster._core.instance.ref import InstanceRef
+
+    saved = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home / "dagster")
+    try:
+        return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home / "dagster")))
+    finally:
+        if saved is None:
+            os.environ.pop("DAGSTER_HOME")
+        else:
+            os.environ["DAGSTER_HOME"] = saved
+
+
+def _run_cli(home: Path, corpus: Path, select: str | None, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [YUNQUE, "--home", str(home), "run", "--corpus", str(corpus), "--overrides", SMALL_RUN]
+    cmd += ["--select", select] if select else []
+    return subprocess.run(cmd, cwd=REPO, env=_env(home), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def ui(home: Path, **extra: str):
+    """`yunque ui` on `home`: yields the GraphQL URL once the webserver answers."""
+    port = _free_port()
+    proc = subprocess.Popen([YUNQUE, "--home", str(home), "ui", "--port", str(port)], cwd=REPO,
+                            env=_env(home, **extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read().decode()
+                assert time.time() < deadline, "the webserver did not answer within 180 s"
+                time.sleep(1)
+        yield f"http://127.0.0.1:{port}/graphql"
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        out = json.loads(r.read())
+    assert "errors" not in out, out["errors"]
+    return out["data"]
+
+
+def wait_for(what: str, predicate, timeout: float, poll: float = 2.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(poll)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _outputs(home: Path) -> dict[str, object]:
+    """What the data half produced, comparable across homes: kept doc ids per shard and
+    the token arrays' bytes."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for part in sorted((home / "data" / "deduped_documents").glob("*/part-0.parquet")):
+        out[f"deduped/{part.parent.name}"] = sorted(pq.read_table(part, columns=["doc_id"])["doc_id"].to_pylist())
+    for arr in sorted((home / "data" / "token_shards").glob("*/*.bin")):
+        out[f"tokens/{arr.parent.name}/{arr.name}"] = arr.read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("operate") / "corpus"
+    write_two_shards(root)
+    (root / "vacio").mkdir()  # a shard with nothing worth keeping: one line of English
+    (root / "vacio" / "only.txt").write_text("Too short, and English.", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def cli_home(corpus, tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("cli") / "home"
+    done = _run_cli(home, corpus, None)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return home
+
+
+def test_cli_run_is_one_backfill_through_the_daemon(cli_home):
+    instance = _instance(cli_home)
+    runs = instance.get_runs()
+    backfills = {r.tags.get("dagster/backfill") for r in runs}
+    assert len(backfills) == 1 and None not in backfills, "every run of `yunque run` belongs to its backfill"
+    assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+    # the empty shard is a success with zero rows, never a failure
+    rows = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("deduped_documents"), asset_partitions=["vacio"]), limit=1)
+    assert rows.records and rows.records[0].asset_materialization.metadata["dagster/row_count"].value == 0
+
+
+def test_opening_the_ui_on_a_cli_home_starts_nothing(cli_home):
+    instance = _instance(cli_home)
+    before = len(instance.get_runs())
+    with ui(cli_home):
+        def ticked() -> bool:  # both sensors have evaluated at least twice
+            states = {s.instigator_name: s for s in instance.all_instigator_state()}
+            return all(len(instance.get_ticks(states[n].instigator_origin_id, states[n].selector_id, limit=5)) >= 2
+                       for n in ("shard_sensor", "data_automation") if n in states) and len(states) >= 2
+        wait_for("two ticks of each sensor", ticked, 180)
+    assert len(instance.get_runs()) == before, [r.job_name for r in instance.get_runs()[: len(instance.get_runs()) - before]]
+
+
+LAUNCH = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message }
+  ... on InvalidSubsetError { message } ... on UnauthorizedError { message } } }"""
+
+
+def test_graphql_backfill_matches_the_cli(cli_home, corpus, tmp_path):
+    home = tmp_path / "home"
+    from stages import home as home_settings
+
+    home_settings.write(home, home_settings.HomeSettings(corpus=str(corpus), overrides=json.loads(SMALL_RUN)))
+    keys = ["raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "dedup_index",
+            "deduped_documents", "tokenizer", "token_shards"]
+    with ui(home) as url:
+        instance = _instance(home)  # `yunque ui` has made it
+        wait_for("the shard sensor to register the shards",
+                 lambda: len(instance.get_dynamic_partitions("shards")) == 3, 120)
+        out = graphql(url, LAUNCH, {"p": {"assetSelection": [{"path": [k]} for k in keys], "allPartitions": True,
+                                          "title": "from the UI"}})["launchPartitionBackfill"]
+        assert out["__typename"] == "LaunchBackfillSuccess", out
+        backfill = out["backfillId"]
+        status = wait_for("the backfill to end", lambda: (b := instance.get_backfill(backfill)).status.value
+                          not in ("REQUESTED", "CANCELING", "FAILING") and b.status.value, 600)
+    assert status == "COMPLETED_SUCCESS"
+    failed = [r.run_id for r in instance.get_runs() if r.status != dg.DagsterRunStatus.SUCCESS]
+    assert not failed, "no run fails: the shard sensor's runs and the backfill's share partitions safely"
+    assert _outputs(home) == _outputs(cli_home)
+
+
+START_SCHEDULE = """mutation($s: ScheduleSelector!) { startSchedule(scheduleSelector: $s) {
+  __typename ... on ScheduleStateResult { scheduleState { status } } ... on PythonError { message } } }"""
+TERMINATE = """mutation($id: String!) { terminateRun(runId: $id) {
+  __typename ... on TerminateRunFailure { message } ... on PythonError { message } } }"""
+LOCATION = {"repositoryLocationName": "assets.definitions", "repositoryName": "__repository__"}
+
+
+def _record(home: Path, asset: str) -> dict:
+    return json.loads((home / "data" / asset / "materialized.json").read_text())
+
+
+def test_new_shard_reaches_a_promoted_model(cli_home, corpus):
+    """The UI's switch turns training on; a shard dropped into the corpus is read, deduplicated
+    and encoded by the data automation, then the schedule's tick continues pretraining from
+    the last base checkpoint, runs the chain and the evaluation, and decides on promotion."""
+    instance = _instance(cli_home)
+    before = _record(cli_home, "base_model")
+    add_shard(corpus, "nuevo", docs=4)
+    with ui(cli_home, YUNQUE_TRAINING_CRON="* * * * *") as url:
+        out = graphql(url, START_SCHEDULE, {"s": {**LOCATION, "scheduleName": "train_on_new_data"}})
+        assert out["startSchedule"]["__typename"] == "ScheduleStateResult", out
+
+        def trained():
+            runs = instance.get_runs(filters=dg.RunsFilter(job_name="train_and_promote"))
+            return runs and runs[0].is_finished and runs[0]
+        run = wait_for("a train_and_promote run started by the schedule to finish", trained, 900, poll=5)
+    assert run.status == dg.DagsterRunStatus.SUCCESS, run.run_id
+    assert run.tags.get("dagster/schedule_name") == "train_on_new_data"
+    # the new shard was encoded with the tokenizer as it was: never retrained by automation
+    assert len(instance.fetch_materializations(dg.AssetKey("tokenizer"), limit=10).records) == 1
+    assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in instance.get_runs() if r.is_finished)
+    after = _record(cli_home, "base_model")
+    assert after["step"] > before["step"], "continued from the last base checkpoint, not from scratch"
+    checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [dg.AssetCheckKey(dg.AssetKey("exported_model"), "no_regression")])
+    assert checks, "the promotion decision was made"
+    lineage = subprocess.run([YUNQUE, "--home", str(cli_home), "lineage", str(cli_home / "data" / "exported_model"),
+                              "--json"], capture_output=True, text=True, env=_env(cli_home), check=True)
+    assert "nuevo" in lineage.stdout
+
+
+def _tree(marker: str) -> list[int]:
+    """Processes whose command line names `marker` (the training run's config path)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_cancelling_a_training_run_under_the_daemon_leaves_no_process(cli_home, corpus, tmp_path):
+    """Terminate, as the UI's button does, a training run that the daemon launched: the
+    whole torchrun tree (supervisor, agent, workers) is gone afterwards."""
+    overrides = {**json.loads(SMALL_RUN), "train.steps": 100_000, "train.continue_from_previous": False}
+    cmd = [YUNQUE, "--home", str(cli_home), "run", "--corpus", str(corpus), "--select", "key:base_model",
+           "--overrides", json.dumps(overrides)]
+    marker = str(cli_home / "data" / "base_model" / "train_config.json")
+    with ui(cli_home) as url, open(tmp_path / "cli.log", "w") as log:
+        cli = subprocess.Popen(cmd, cwd=REPO, env=_env(cli_home), stdout=log, stderr=subprocess.STDOUT)
+        instance = _instance(cli_home)
+        metrics = cli_home / "data" / "base_model" / "metrics.jsonl"
+
+        def training():
+            running = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+            steps = metrics.exists() and '"event": "step"' in metrics.read_text()
+            return running and steps and _tree(marker) and running[0]
+        run = wait_for("the training to take steps", training, 300)
+        out = graphql(url, TERMINATE, {"id": run.run_id})["terminateRun"]
+        assert out["__typename"] == "TerminateRunSuccess", out
+        wait_for("the training processes to end", lambda: not _tree(marker), 90)
+        assert cli.wait(timeout=120) != 0
+    assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED

@@ -1,0 +1,78 @@
+"""Following a backfill in the terminal: a bar of asset partitions done out of planned,
+a line per finished run, and, while a training asset runs, its step out of its steps with
+the ETA on a line of its own. The runs execute in other processes (launched by the
+daemon), so nothing they print can land on these lines."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+TRAINING = ("base_model", "sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model")
+
+
+def training_status(data: Path, asset: str) -> tuple[int, int, float | None] | None:
+    """(step, steps, eta seconds) of a training asset from its own records, or None."""
+    metrics, config = data / asset / "metrics.jsonl", data / asset / "train_config.json"
+    if not metrics.exists() or not config.exists():
+        return None
+    try:
+        steps = int(json.loads(config.read_text())["train"]["steps"])
+        tail = metrics.read_bytes()[-4096:].decode(errors="replace").splitlines()
+    except (OSError, ValueError, KeyError):
+        return None
+    for line in reversed(tail):
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a line cut by the read or by a kill
+            continue
+        if rec.get("event") in ("step", "done") and "step" in rec:
+            return int(rec["step"]), max(steps, int(rec["step"])), rec.get("eta_s")
+    return 0, steps, None
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA after the first steps"
+    m, s = divmod(int(seconds), 60)
+    return f"ETA {m // 60}h{m % 60:02d}m" if m >= 60 else f"ETA {m}m{s:02d}s"
+
+
+def follow(follower, data: Path, describe: Callable[[object], str], poll_s: float = 1.0) -> None:
+    """Until the backfill ends. `describe(report)` gives a finished run's line."""
+    first = follower.progress()
+    quiet = not sys.stderr.isatty()  # in a log file the bars would be a stream of redraws: lines only
+    bar = tqdm(total=first.planned, desc="asset partitions", unit="", dynamic_ncols=True, disable=quiet,
+               bar_format="{desc}: {n}/{total} |{bar}| {elapsed} {postfix}")
+    train_line = tqdm(total=0, bar_format="{desc}", position=1, leave=False, dynamic_ncols=True, disable=quiet)
+    try:
+        while True:
+            ended = follower.finished()  # read before the runs: a run that ends after it is seen next loop
+            for report in follower.new_reports():
+                tqdm.write(describe(report))
+            p = follower.progress()
+            bar.total = max(p.planned, 1)
+            bar.n = p.done
+            bar.set_postfix_str(f"{p.failed} failed" if p.failed else "", refresh=False)
+            bar.refresh()
+            training = [(a, s) for a in TRAINING for step, _ in p.active if step == a
+                        for s in [training_status(data, a)] if s is not None]
+            if training:
+                asset, (step, steps, eta) = training[0]
+                train_line.set_description_str(f"  training {asset}: step {step} of {steps}, {_eta(eta)}")
+            else:
+                running = ", ".join(f"{a}[{k}]" if k else a for a, k in p.active[:4])
+                train_line.set_description_str(f"  running: {running}" if running else "  waiting for the next runs")
+            if ended:
+                for report in follower.new_reports():
+                    tqdm.write(describe(report))
+                break
+            time.sleep(poll_s)
+    finally:
+        train_line.close()
+        bar.close()

@@ -1,0 +1,91 @@
+"""`yunque run`: register the shards, submit one backfill to the Dagster instance, follow
+it. The daemon of a running `yunque ui` or `dagster dev` serves it; without one, this
+command starts one for its own duration (its log in $DAGSTER_HOME/daemon.log)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _run_config(settings, corpus) -> dict:
+    """The run's settings as launchpad config: a daemon started before this command, with
+    other settings in its environment, still runs exactly what this command asked for."""
+    cfg = settings.model_dump(mode="json", exclude_none=True)
+    cfg["overrides"] = _pruned(cfg.get("overrides", {}))
+    return {"resources": {"settings": {"config": cfg},
+                          "corpus": {"config": {k: v for k, v in corpus.model_dump(mode="json").items()
+                                                if v is not None}}}}
+
+
+def _pruned(d: dict) -> dict:
+    """Only the fields that are set: empty sections left out."""
+    out = {}
+    for k, v in d.items():
+        v = _pruned(v) if isinstance(v, dict) else v
+        if v not in ({}, None):
+            out[k] = v
+    return out
+
+
+def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
+    from assets import client, daemon
+    from assets.definitions import build_resources, defs
+    from yunque.cli_follow import follow
+
+    try:
+        keys = client.select(defs, args.select)
+        resources = build_resources(str(home), chosen.corpus, chosen.preset, chosen.overrides,
+                                    chosen.s3_endpoint or None)
+        instance = client.instance()
+        shards, gone = client.register_shards(instance, resources["corpus"])
+    except ValueError as e:
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 2
+    if gone:
+        print(f"shards gone from the corpus, deregistered (their outputs stay on disk): {', '.join(gone)}")
+    print(f"corpus {chosen.corpus} ({len(shards)} shards); home {home}; preset {chosen.preset}")
+    # submitted before a daemon of ours starts: its shard sensor then sees the backfill and leaves
+    # these shards to it instead of racing it with runs of its own
+    backfill_id = client.submit(
+        instance, defs, keys, shards, tags={"yunque/command": "run"},
+        run_config=_run_config(resources["settings"], resources["corpus"]),
+        title=f"yunque run: {args.select or 'everything'}")
+    own = None
+    if not daemon.serving(instance):
+        log = Path(instance.root_directory) / "daemon.log"
+        print(f"starting a Dagster daemon for this run (log: {log})")
+        own = daemon.start(log)
+        try:
+            daemon.wait_serving(instance, own, log)
+        except RuntimeError as e:
+            daemon.stop(own)
+            client.cancel(instance, backfill_id, no_daemon=True)
+            print(f"yunque run: {e}", file=sys.stderr)
+            return 1
+    print(f"backfill {backfill_id}: {len(keys)} assets x {len(shards)} shards "
+          "(UI: Overview > Backfills); Ctrl-C cancels it")
+    follower = client.Follower(instance, backfill_id)
+    try:
+        follow(follower, home / "data", line)
+    except KeyboardInterrupt:
+        print("\ncancelling the backfill and its runs...", file=sys.stderr)
+        client.cancel(instance, backfill_id)
+        try:
+            follow(follower, home / "data", line)
+        except KeyboardInterrupt:
+            pass
+        return 130
+    finally:
+        if own is not None:
+            daemon.stop(own)
+    status = instance.get_backfill(backfill_id).status.value
+    finish(home, follower.reports, shards, chosen.preset)
+    ok = status == "COMPLETED_SUCCESS" and all(r.ok for r in follower.reports)
+    if not ok:
+        print(f"backfill {backfill_id} ended {status}", file=sys.stderr)
+    return 0 if ok else 1
+
+
