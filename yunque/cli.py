@@ -193,6 +193,7 @@ def _interrupt(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     env.apply()
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
     p = argparse.ArgumentParser(prog="yunque", description=__doc__)
     p.add_argument("--home", help="output and instance root (default $YUNQUE_HOME or ./.yunque)")
     sub = p.add_subparsers(dest="command", required=True)

@@ -46,14 +46,23 @@ def cmd_ui(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+        stop(procs)
+
+
+def stop(procs: list[subprocess.Popen], grace_s: float = 20) -> None:
+    """Each child in its own session: SIGTERM (the webserver's uvicorn and the daemon both
+    shut down on it), then SIGKILL whatever is left after `grace_s` in all: a webserver
+    holding a browser's connection open must not outlive the command."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
