@@ -50,6 +50,7 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
     bar = tqdm(total=first.planned, desc="asset partitions", unit="", dynamic_ncols=True, disable=quiet,
                bar_format="{desc}: {n}/{total} |{bar}| {elapsed} {postfix}")
     train_line = tqdm(total=0, bar_format="{desc}", position=1, leave=False, dynamic_ncols=True, disable=quiet)
+    said = 0.0  # when the training line was last written out (log files only)
     try:
         while True:
             ended = follower.finished()  # read before the runs: a run that ends after it is seen next loop
@@ -64,7 +65,11 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
                         for s in [training_status(data, a)] if s is not None]
             if training:
                 asset, (step, steps, eta) = training[0]
-                train_line.set_description_str(f"  training {asset}: step {step} of {steps}, {_eta(eta)}")
+                text = f"  training {asset}: step {step} of {steps}, {_eta(eta)}"
+                train_line.set_description_str(text)
+                if quiet and time.monotonic() - said >= 60:  # no live line in a log: one a minute
+                    tqdm.write(text.strip())
+                    said = time.monotonic()
             else:
                 running = ", ".join(f"{a}[{k}]" if k else a for a, k in p.active[:4])
                 train_line.set_description_str(f"  running: {running}" if running else "  waiting for the next runs")
