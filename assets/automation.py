@@ -18,6 +18,9 @@ from resources import CorpusStorage, YunqueSettings
 from stages.retrain import unseen_shards
 from stages.store import cache_key
 
+IN_PROGRESS = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
 # Dagster schedules are code: the cadence comes from the environment of the code location.
 TRAINING_CRON = os.environ.get("YUNQUE_TRAINING_CRON", "0 * * * *")
 
@@ -35,6 +38,9 @@ train_job = dg.define_asset_job(
                          "on the same data is not retried by the schedule: relaunch it from the UI.")
 def train_on_new_data(context: dg.ScheduleEvaluationContext, settings: YunqueSettings,
                       corpus: CorpusStorage) -> dg.RunRequest | dg.SkipReason:
+    busy = context.instance.get_runs(filters=dg.RunsFilter(job_name=train_job.name, statuses=IN_PROGRESS), limit=1)
+    if busy:  # its base_model archives the previous run while it trains: nothing to compare with yet
+        return dg.SkipReason(f"a {train_job.name} run is in progress ({busy[0].run_id})")
     chosen = consumed_shards(context, settings, corpus, "token_shards")
     if chosen.pending:  # the data half is still at work: base_model would refuse
         return dg.SkipReason(f"waiting for token_shards of {sorted(chosen.pending)}")
