@@ -30,9 +30,7 @@ def trained_versions(store: DataStore) -> dict[str, str] | None:
     path = store.dir(BASE_RECORD[0]) / BASE_RECORD[1]
     if not path.exists():
         return None
-    rec = json.loads(path.read_text())
-    inputs = rec.get("inputs", {})
-    return dict(inputs.get("token_shards") or rec.get("lineage", {}).get("token_shards") or {})
+    return dict(json.loads(path.read_text())["inputs"]["token_shards"])  # stages.lineage.record_materialized
 
 
 def unseen_shards(store: DataStore, ready: list[str]) -> Unseen:
