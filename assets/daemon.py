@@ -50,8 +50,9 @@ def wait_serving(instance: dg.DagsterInstance, proc: subprocess.Popen, log: Path
         time.sleep(1)
 
 
-def stop(proc: subprocess.Popen, grace_s: float = 30) -> None:
-    """SIGINT, as Ctrl-C would: the daemon finishes its iteration and stops its code servers."""
+def stop(proc: subprocess.Popen, instance: dg.DagsterInstance | None = None, grace_s: float = 30) -> None:
+    """SIGINT, as Ctrl-C would: the daemon finishes its iteration and stops its code servers.
+    With `instance`, its heartbeats go too (`forget`)."""
     import signal
 
     if proc.poll() is None:
@@ -61,6 +62,17 @@ def stop(proc: subprocess.Popen, grace_s: float = 30) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    if instance is not None:
+        forget(instance)
+
+
+def forget(instance: dg.DagsterInstance) -> None:
+    """Delete the heartbeats of a daemon we stopped. A daemon leaves its last heartbeat
+    behind, so for FRESH_S the next `yunque run` would take it for a live one and wait on
+    a backfill nobody plans (seen: a second `yunque run` right after a first one, on one
+    Postgres instance). Only a daemon we started is forgotten, and we start one only when
+    no other serves; another daemon beats again within 30 s."""
+    instance.wipe_daemon_heartbeats()
 
 
 def main() -> None:

@@ -23,7 +23,8 @@ from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSet
 from resources.corpus import default_corpus
 from stages import home as home_settings
 from stages.env import apply as telemetry_off
-from stages.env import home as default_home
+from stages.env import home as local_home
+from stages.env import home_url
 
 telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
@@ -32,11 +33,26 @@ ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens, training
 CHECKS = dg.load_asset_checks_from_modules([checks, token_checks, promotion])
 
 
+def training_launcher() -> dg.ConfigurableResource:
+    """torchrun on this machine (node 0 of YUNQUE_NNODES), or, on a cluster
+    (YUNQUE_TRAINING_LAUNCHER=k8s, deploy/k8s), training pods (needs the `k8s` extra,
+    imported only then)."""
+    if os.environ.get("YUNQUE_TRAINING_LAUNCHER") == "k8s":
+        from resources import KubernetesTrainingLauncher
+
+        return KubernetesTrainingLauncher.from_env()
+    return TorchrunLauncher(nproc_per_node=int(os.environ.get("YUNQUE_NPROC_PER_NODE", "1")),
+                            nnodes=int(os.environ.get("YUNQUE_NNODES", "1")),
+                            node_rank=int(os.environ.get("YUNQUE_NODE_RANK", "0")),
+                            rdzv_endpoint=os.environ.get("YUNQUE_RDZV_ENDPOINT", ""),
+                            timeout_s=int(os.environ.get("YUNQUE_TRAIN_TIMEOUT", "0")))
+
+
 def build_resources(home: str | None = None, corpus: str | None = None, preset: str | None = None,
                     overrides: dict | str | None = None, endpoint_url: str | None = None) -> dict:
     """Resources from explicit values, else YUNQUE_* environment variables, else what the
     home remembers (`stages.home`: written by `yunque run`), else the defaults."""
-    home = home or str(default_home())
+    home = home or home_url()  # a directory or an object store URL (stages.remote)
     saved = home_settings.read(home)
     corpus = corpus or os.environ.get("YUNQUE_CORPUS") or saved.corpus or default_corpus()
     endpoint_url = endpoint_url or os.environ.get("YUNQUE_S3_ENDPOINT") or saved.s3_endpoint or None
@@ -46,9 +62,10 @@ def build_resources(home: str | None = None, corpus: str | None = None, preset: 
     return {
         "corpus": CorpusStorage(uri=corpus, endpoint_url=endpoint_url),
         "settings": YunqueSettings.build(home, preset, overrides),
-        "launcher": TorchrunLauncher(nproc_per_node=int(os.environ.get("YUNQUE_NPROC_PER_NODE", "1")),
-                                     timeout_s=int(os.environ.get("YUNQUE_TRAIN_TIMEOUT", "0"))),
-        "mlflow": MlflowTracking(home=home, tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", "")),
+        "launcher": training_launcher(),
+        # the embedded MLflow store is a local sqlite file: under the home, or its local cache
+        "mlflow": MlflowTracking(home=str(local_home() if "://" in home else home),
+                                 tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", "")),
     }
 
 

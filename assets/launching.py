@@ -47,18 +47,24 @@ def failure(spec: RunSpec, error: Exception) -> dg.Failure:
 
 def run_program(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunLauncher,
                 mlflow: MlflowTracking, module: str, tags: dict[str, str],
-                plots: Callable[[], list[Path]] | None = None) -> dict:
+                plots: Callable[[], list[Path]] | None = None, store: DataStore | None = None) -> dict:
     """Run `python -m module --config <spec.config_path>` under torchrun; what rank 0
-    reported as the materialization's metadata."""
-    store = DataStore(spec.dir.parent.parent)  # spec.dir is <home>/data/<asset> (stages.store.DataStore.dir)
+    reported as the materialization's metadata. The run directory goes to the store
+    (`store.publish`: a remote home) whether the training finished or not."""
+    store = store or DataStore(spec.dir.parent.parent)  # spec.dir is <home>/data/<asset> (DataStore.dir)
     tags = {"dagster.run_id": context.run.run_id, "dagster.asset_key": context.asset_key.to_user_string(),
             "yunque.run_key": spec.key, **lineage_tags(store, planned_record(store, spec)), **tags}
     # params are the recipe; the lineage (records, hashes) is in the tags, where runs are searched by it
     params = {k: v for k, v in spec.config.items() if k != "lineage"}
     run_id = mlflow.start_run(f"{spec.asset}-{spec.key[:8]}", params, tags)
     spec.add_mlflow_run(run_id)
-    context.log.info(f"MLflow run {run_id} ({mlflow.uri()}); checkpoints in {spec.dir}")
+    context.log.info(f"MLflow run {run_id} ({mlflow.display_uri()}); checkpoints in {spec.dir}")
     cmd = launcher.command(module, "--config", str(spec.config_path))
+    # several nodes: the launch spec (in the store, for a remote home), how to join
+    if lines := launcher.prepare_nodes(spec, module, store.home, shown_home=store.url):
+        store.publish(spec.asset)
+    for line in lines:
+        context.log.info(line)
     status = "FAILED"
     try:
         done = launcher.client().run(context=context, command=cmd, env={**TELEMETRY_OFF, **mlflow.env(run_id)})
@@ -81,3 +87,4 @@ def run_program(context: dg.AssetExecutionContext, spec: RunSpec, launcher: Torc
             pngs = [png] if png else []
         mlflow.finish(run_id, status, artifacts=[spec.config_path, spec.dir / "run.json", spec.dir / "metrics.jsonl",
                                              *pngs])
+        store.publish(spec.asset)

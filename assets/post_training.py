@@ -105,7 +105,7 @@ def _post_asset(asset: str):
             tags = {"yunque.stage": spec.config["stage"], "yunque.init_checkpoint": spec.config["init"],
                     "yunque.resumed_from_step": str(newest[-1].step if newest else 0)}
             reported = run_program(context, spec, launcher, mlflow, "model.post_train", tags,
-                                   plots=lambda: post_report.plot_run(spec))
+                                   plots=lambda: post_report.plot_run(spec), store=store)
             found = finished_checkpoint(spec)
         if found is None:
             raise dg.Failure(f"{asset}: training finished but left no intact checkpoint at step {spec.steps} "

@@ -21,6 +21,7 @@ from stages.pretrain import (
     read_metrics,
     unigram_entropy,
 )
+from stages.store import DataStore
 
 BEATS_UNIGRAM = "val_loss_below_unigram_entropy"
 
@@ -58,7 +59,8 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
     else:
         context.log.info(f"{spec.lineage['start']}; steps {spec.start_step}..{spec.steps}")
         newest = latest_checkpoint(spec.dir)
-        reported = _train(context, spec, launcher, mlflow, resumed_from=newest.step if newest else spec.start_step)
+        reported = _train(context, spec, launcher, mlflow, resumed_from=newest.step if newest else spec.start_step,
+                          store=store)
         latest = finished_checkpoint(spec)
         if latest is None:
             raise dg.Failure(f"training finished but left no intact checkpoint at step {spec.steps} under {spec.dir}")
@@ -69,14 +71,14 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
 
 
 def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunLauncher, mlflow: MlflowTracking,
-           resumed_from: int) -> dict:
+           resumed_from: int, store: DataStore) -> dict:
     tags = {"yunque.tokenizer_version": spec.lineage["tokenizer_hash"],
             "yunque.token_shards_versions": json.dumps(spec.lineage["token_shards"], sort_keys=True),
             "yunque.resumed_from_step": str(resumed_from), "yunque.start": spec.lineage.get("start", "")}
     if cont := spec.continued_from:
         tags |= {"yunque.continued_from": cont["run_key"], "yunque.continued_from_step": str(cont["step"])}
     tags |= {f"yunque.token_shards.{s}": v for s, v in spec.lineage["token_shards"].items()}
-    return run_program(context, spec, launcher, mlflow, "model.train", tags)
+    return run_program(context, spec, launcher, mlflow, "model.train", tags, store=store)
 
 
 def _result(spec: RunSpec, latest, cached: bool, entropy: float, reported: dict) -> dg.MaterializeResult:

@@ -136,6 +136,13 @@ class TrainConfig:
     activation_checkpointing: bool = False
     preflight: bool = True  # refuse a run whose memory estimate exceeds the device
     warmup_probe_steps: NonNegInt = 3  # steps timed before training for the plan's time estimate (0: none)
+    # Several nodes (model.checkpoint_mirror): an fsspec URL (s3://..., file://..., a shared
+    # path) that rank 0 copies every checkpoint to and every node resumes from ("": none, and
+    # then `out` must be on a path all nodes share).
+    checkpoint_mirror: str = ""
+    # Seconds a collective may wait for a peer before the process group gives up (0: torch's
+    # default, 30 min for gloo): a dead node is then noticed in that time, not half an hour later.
+    dist_timeout_s: NonNegInt = 0
     # Continued pretraining: when only the token shards changed since a complete run (same
     # tokenizer, model and recipe), the next run starts from its final weights and trains
     # `continue_steps` more on new/changed shards mixed with a replay of the old ones.
@@ -160,7 +167,7 @@ class TrainConfig:
 
 # Fields that do not change what a run computes: where it reads and writes, and safety rails.
 RUNTIME_FIELDS = ("shards", "out", "tokenizer", "threads", "preflight", "warmup_probe_steps", "keep_checkpoints",
-                  "checkpoint_every")
+                  "checkpoint_every", "checkpoint_mirror", "dist_timeout_s")
 # Fields of a continuation: not in the recipe that a fresh run and its continuations share
 # (changing the replay fraction must not make the previous run look like another recipe);
 # a continued run's key covers them through the start it describes.

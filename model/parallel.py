@@ -12,11 +12,13 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from model.config import TrainConfig
+from model.launch import NODE_RANK_ENV
 from model.optim import Optimizers
 
 
@@ -26,13 +28,20 @@ class Dist:
     world: int = 1
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    local_world: int = 1  # processes on this node
 
     @property
     def main(self) -> bool:
         return self.rank == 0
 
+    @property
+    def nodes(self) -> int:
+        return max(1, self.world // self.local_world)
 
-def init() -> Dist:
+
+def init(timeout_s: float = 0) -> Dist:
+    """`timeout_s` > 0: how long a collective waits for a peer before failing (a dead node
+    is noticed then, not after torch's default half hour)."""
     if "LOCAL_RANK" in os.environ:  # under torchrun
         _exit_with_parent()
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -40,10 +49,43 @@ def init() -> Dist:
     if world == 1:
         return Dist(device=torch.device("cuda") if cuda else torch.device("cpu"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if cuda:
         torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if cuda else "gloo")
-    return Dist(dist.get_rank(), world, local, torch.device("cuda", local) if cuda else torch.device("cpu"))
+    backend = "nccl" if cuda else "gloo"
+    timeout = {"timeout": timedelta(seconds=timeout_s)} if timeout_s > 0 else {}
+    rank = _node_ordered_rank(world, local, local_world)
+    if rank is None:
+        dist.init_process_group(backend, **timeout)
+    else:
+        store = _worker_store(world, timedelta(seconds=timeout_s or 1800))
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world, **timeout)
+        os.environ["RANK"] = str(rank)  # for anything that reads it later
+    device = torch.device("cuda", local) if cuda else torch.device("cpu")
+    return Dist(dist.get_rank(), world, local, device, local_world)
+
+
+def _node_ordered_rank(world: int, local: int, local_world: int) -> int | None:
+    """On several nodes, the rank this process takes: node_rank x processes per node +
+    local rank, where node_rank is the configured one (model.launch sets NODE_RANK_ENV).
+    torchrun's c10d rendezvous numbers nodes by host name and process id instead, so rank 0,
+    which writes checkpoints and reports to Dagster, could land on a node without Dagster.
+    None: one node, or a layout this does not cover (torchrun's ranks are kept)."""
+    node = os.environ.get(NODE_RANK_ENV)
+    if node is None or world <= local_world or world % local_world:
+        return None
+    rank = int(node) * local_world + local
+    return rank if rank < world else None
+
+
+def _worker_store(world: int, timeout: timedelta) -> dist.Store:
+    """The store the process group meets in: the one torchrun's rendezvous named. With the
+    agents' shared store off (model.launch.RDZV_ENV) torchrun's rank 0 worker hosts it;
+    passing our own rank to init_process_group would otherwise make another process the host."""
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                         is_master=not agent_store and os.environ.get("RANK") == "0", timeout=timeout,
+                         multi_tenant=True)
 
 
 def _exit_with_parent() -> None:

@@ -11,7 +11,8 @@ with fresh optimizer moments, re-warms and decays over its own steps, and reads 
 of new and replayed shards (model.data.MixtureWindows).
 Rank 0 writes one JSON object per record to `<out>/metrics.jsonl`, a readable line to
 stdout, and, when launched by Dagster, logs and the materialization through Pipes
-(model.sinks).
+(model.sinks). On several nodes every rank resumes from the same checkpoint, shared
+through `train.checkpoint_mirror` or a shared `out` (model.checkpoint_mirror).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import torch.distributed as dist
 
 from model import checkpoint as ckpt
 from model import flops, optim, parallel, preflight
+from model.checkpoint_mirror import CheckpointSync
 from model.config import ModelConfig, TrainConfig
 from model.data import (
     MixtureWindows,
@@ -111,7 +113,7 @@ def lr_for(cfg: TrainConfig, step: int) -> float:
 
 
 def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
-    d = parallel.init()
+    d = parallel.init(cfg.dist_timeout_s)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
@@ -134,7 +136,8 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     torch.manual_seed(cfg.seed)
     model = GPT(mcfg).to(d.device)
     model.activation_checkpointing = cfg.activation_checkpointing
-    last, state, init = ckpt.latest(out), None, None
+    sync = CheckpointSync(cfg, mcfg, d, out, lambda m: report(event="warning", message=m))
+    last, state, init = sync.resume_point(), None, None  # the same checkpoint on every rank and node
     if last is not None:  # weights go in before FSDP shards them; a continued run resumes from its own
         ckpt.load_weights(last, model)
         optim_state, state = ckpt.load_training_state(last)
@@ -223,10 +226,11 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
                                   {"loader": loader.state_dict(), "tokens_seen": tokens_seen, "running_loss": running,
                                    "tokens_per_source": _tokens_per_source(loader),
                                    "metrics": last_metrics, "train_config": dataclasses.asdict(cfg),
-                                   "model_config": dataclasses.asdict(mcfg)},
+                                   "model_config": dataclasses.asdict(mcfg), "run_identity": sync.identity},
                                   keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings,
                                   tokenizer=cfg.tokenizer or None)
                 report(event="checkpoint", step=step, path=str(saved.path))
+                sync.publish(saved)  # before the barrier: no rank runs ahead of a copy others may need
                 final = saved
             if d.world > 1:
                 dist.barrier()

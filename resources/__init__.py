@@ -6,4 +6,13 @@ from resources.launcher import TorchrunLauncher
 from resources.settings import YunqueSettings
 from resources.tracking import MlflowTracking
 
-__all__ = ["CorpusStorage", "MlflowTracking", "TorchrunLauncher", "YunqueSettings"]
+__all__ = ["CorpusStorage", "KubernetesTrainingLauncher", "MlflowTracking", "TorchrunLauncher", "YunqueSettings"]
+
+
+def __getattr__(name: str):
+    # the cluster launcher needs dagster-k8s (the [k8s] extra): imported on first use only
+    if name == "KubernetesTrainingLauncher":
+        from resources.k8s_training import KubernetesTrainingLauncher
+
+        return KubernetesTrainingLauncher
+    raise AttributeError(f"module 'resources' has no attribute {name!r}")

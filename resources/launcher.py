@@ -1,17 +1,24 @@
 """The torchrun launcher: how many processes, on how many nodes, meeting where, with
 what environment. The base_model asset (and the post-training stages after it) run the
-training program through it, under Dagster Pipes."""
+training program through it, under Dagster Pipes. The command itself is model.launch's
+(the same for `yunque node` on the other nodes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
-import sys
 import time
+from dataclasses import asdict
+from pathlib import Path
 
 import dagster as dg
 from dagster._core.errors import DagsterPipesExecutionError
+
+from model.launch import Launch
+from stages.launch_spec import LaunchSpec, join_command, write_spec
+from stages.pretrain import RunSpec
 
 
 class PollingPipesSubprocessClient(dg.PipesSubprocessClient):
@@ -44,30 +51,60 @@ class PollingPipesSubprocessClient(dg.PipesSubprocessClient):
 
 
 class TorchrunLauncher(dg.ConfigurableResource):
-    """One node: `nproc_per_node` processes (1 on CPU; one per GPU). Several nodes: the
-    same resource on each, with `nnodes`, `node_rank` and a shared `rdzv_endpoint`."""
+    """One node: `nproc_per_node` processes (1 on CPU; one per GPU). Several nodes: this
+    node (the one running Dagster) is node 0 and hosts the c10d rendezvous at
+    `rdzv_endpoint`; every other node joins with `yunque node` (stages.launch_spec), which
+    the asset's log spells out when the training starts."""
 
     nproc_per_node: int = 1
     nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str = ""  # host:port of the rendezvous (c10d), required when nnodes > 1
+    node_rank: int = 0  # the node running Dagster is 0: it hosts the rendezvous, and its rank 0 reports back
+    rdzv_endpoint: str = ""  # host:port of node 0 that the other nodes reach, required when nnodes > 1
     rdzv_id: str = "yunque"
+    max_restarts: int = 3  # several nodes: torchrun restarts the workers this often when a node fails
+    rdzv_timeout_s: int = 900  # how long the nodes wait for each other (at the start, and for a restarted node)
+    rdzv_conf: str = ""  # more torchrun --rdzv-conf entries, e.g. "keep_alive_interval=2,keep_alive_max_attempt=3"
     env: dict[str, str] = {}  # noqa: RUF012 - pydantic copies defaults; extra environment for every rank (NCCL_*, OMP_NUM_THREADS, ...)
     timeout_s: int = 0  # stop the training after this many seconds (0: no limit)
     grace_s: int = 10  # between SIGTERM and SIGKILL when stopping
 
+    def launch(self) -> Launch:
+        return Launch(nproc_per_node=self.nproc_per_node, nnodes=self.nnodes, node_rank=self.node_rank,
+                      rdzv_endpoint=self.rdzv_endpoint, rdzv_id=self.rdzv_id, max_restarts=self.max_restarts,
+                      rdzv_timeout_s=self.rdzv_timeout_s, rdzv_conf=self.rdzv_conf, timeout_s=self.timeout_s,
+                      grace_s=self.grace_s)
+
     def command(self, module: str, *args: str) -> list[str]:
-        if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise dg.Failure(f"TorchrunLauncher: nnodes={self.nnodes} needs rdzv_endpoint (host:port of node 0)")
-        torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={self.nproc_per_node}"]
+        try:
+            return self.launch().command(module, *args)
+        except ValueError as e:
+            raise dg.Failure(f"TorchrunLauncher: {e}", allow_retries=False) from e
+
+    def prepare_nodes(self, run: RunSpec, module: str, home: str | Path, shown_home: str = "") -> list[str]:
+        """Before node 0 starts a run on several nodes: write the launch spec the other
+        nodes join from (into the run's directory) and return what to log: the command
+        for each other node (`--home shown_home`, e.g. the object store URL of a home
+        whose local cache is `home`). One node: nothing."""
         if self.nnodes == 1:
-            torchrun.append("--standalone")
-        else:
-            torchrun += [f"--nnodes={self.nnodes}", f"--node-rank={self.node_rank}", "--rdzv-backend=c10d",
-                         f"--rdzv-endpoint={self.rdzv_endpoint}", f"--rdzv-id={self.rdzv_id}"]
-        supervisor = [sys.executable, "-m", "model.launch", f"--timeout={self.timeout_s}", f"--grace={self.grace_s}",
-                      "--"]
-        return [*supervisor, *torchrun, "-m", module, *args]
+            return []
+        if self.node_rank != 0:
+            raise dg.Failure(f"TorchrunLauncher: the node running Dagster must be node 0 (node_rank={self.node_rank}):"
+                             " it hosts the rendezvous and its rank 0 reports to Dagster; start the others with "
+                             "`yunque node`", allow_retries=False)
+        config = json.loads(run.config_path.read_text())  # exactly what node 0's program reads
+        launch = {k: v for k, v in asdict(self.launch()).items() if k != "node_rank"}
+        spec = LaunchSpec(asset=run.asset, module=module, config=config, config_name=run.config_path.name,
+                          root=str(home), launch=launch, run_key=run.key,
+                          env=dict(self.env))  # written into the home: NCCL_* and the like, never secrets
+        path = write_spec(run.dir, spec)
+        lines = [(f"{run.asset} trains on {self.nnodes} nodes x {self.nproc_per_node} processes, rendezvous at "
+                  f"{self.rdzv_endpoint} (launch {spec.launch_id[:8]}, spec {path}); this is node 0. "
+                  "Start every other node with (--home: that node's copy of this home):")]
+        lines += [f"  node {n}: {join_command(shown_home or home, n, run.asset)}" for n in range(1, self.nnodes)]
+        if "train" in config and not config["train"].get("checkpoint_mirror"):  # pretraining shares through it
+            lines.append(f"warning: no train.checkpoint_mirror: every node must see the same {run.dir} (a shared "
+                         "path), or a restarted node cannot resume from rank 0's checkpoints")
+        return lines
 
     def client(self) -> PollingPipesSubprocessClient:
         # the supervisor (model.launch) stops the whole process group within grace_s of

@@ -103,6 +103,7 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
     records = {stage: read_metrics(store.dir(stage)) for stage in found}
     report = eval_report.build(rows, records, cfg.eval.overfit_window, cfg.eval.repetition_threshold)
     paths = eval_report.write(report, records, out)
+    store.publish(EVAL_REPORT)
     return {"report": report, "paths": paths, "reused": reused, "skipped": skipped,
             "records": {s: rec for s, (rec, _) in found.items()},
             "checkpoints": {s: str(c.path) for s, (_, c) in found.items()}}
@@ -144,4 +145,5 @@ def export_latest(store: DataStore, cfg: YunqueConfig) -> dict:
     (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2))
     shutil.rmtree(out, ignore_errors=True)  # no stale files from an earlier export (a GGUF now off)
     tmp.rename(out)
+    store.publish(EXPORTED_MODEL)
     return {**record, "cached": False}

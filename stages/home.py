@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stages.remote import RemoteHome, is_url, local_root
 from stages.store import write_json
 
 SETTINGS_FILE = "yunque.json"
@@ -23,12 +24,25 @@ class HomeSettings:
     s3_endpoint: str = ""
 
 
+def _remote(home: str | Path) -> RemoteHome | None:
+    return RemoteHome(str(home), local_root(str(home))) if is_url(home) else None
+
+
+def exists(home: str | Path) -> bool:
+    remote = _remote(home)
+    return remote.read_text(SETTINGS_FILE) is not None if remote else (Path(home) / SETTINGS_FILE).exists()
+
+
 def read(home: str | Path) -> HomeSettings:
-    path = Path(home) / SETTINGS_FILE
-    if not path.exists():
+    """The settings of a home (a directory, or a URL: then they live in the store, shared
+    by every machine)."""
+    remote = _remote(home)
+    path = f"{home}/{SETTINGS_FILE}" if remote else Path(home) / SETTINGS_FILE
+    text = remote.read_text(SETTINGS_FILE) if remote else (path.read_text() if path.exists() else None)
+    if text is None:
         return HomeSettings()
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(text)
     except ValueError as e:
         raise ValueError(f"{path}: not valid JSON ({e}); fix or delete it") from None
     unknown = sorted(set(raw) - set(HomeSettings.__dataclass_fields__))
@@ -38,5 +52,8 @@ def read(home: str | Path) -> HomeSettings:
 
 
 def write(home: str | Path, settings: HomeSettings) -> None:
+    if remote := _remote(home):
+        remote.write_text(SETTINGS_FILE, json.dumps(asdict(settings), indent=1, ensure_ascii=False))
+        return
     Path(home).mkdir(parents=True, exist_ok=True)
     write_json(Path(home) / SETTINGS_FILE, asdict(settings))

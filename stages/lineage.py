@@ -121,6 +121,7 @@ def record_materialized(store: DataStore, asset: str, spec: RunSpec, checkpoint:
            "dagster_run_id": dagster_run_id, "mlflow_run_id": mlflow_run_id or (runs[-1] if runs else ""),
            "mlflow_run_ids": runs, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_json(record_path(store.dir(asset)), rec)
+    store.publish(asset)
     return rec
 
 

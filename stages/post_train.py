@@ -84,4 +84,5 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     spec = RunSpec(asset, root, key, config, lineage)
     write_json(spec.config_path, config)
     write_json(root / RUN_FILE, spec.record() | {"key": key, "config": config, "lineage": lineage})
+    store.publish(asset)
     return spec

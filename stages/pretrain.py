@@ -151,11 +151,14 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
                "new_shards": start.new_shards, "old_shards": start.old_shards,
                "replay_fraction": t.replay_fraction if cont is not None else None,
                "sources": _sources(store, start, t.replay_fraction), "steps": [train["start_step"], train["steps"]]}
+    if store.remote is not None:  # checkpoints go to the store as they are written (model.checkpoint_mirror)
+        train["checkpoint_mirror"] = store.remote_url(asset)
     spec = RunSpec(asset, root, key, {"train": train, "model": model}, lineage)
     write_json(spec.config_path, spec.config)
     rec = spec.record() | {"key": key, "data_key": data_key, "recipe": recipe, "config": spec.config,
                            "lineage": lineage}
     write_json(root / RUN_FILE, rec)
+    store.publish(asset)  # another node, or a resume on another machine, starts from these
     return spec
 
 

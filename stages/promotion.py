@@ -187,6 +187,7 @@ def write_champion(store: DataStore, record: dict[str, Any]) -> Path:
     path = champion_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, record)
+    store.publish(PROMOTED_MODEL)
     return path
 
 

@@ -14,7 +14,13 @@ shard, two `yunque run` on one home) take turns on an exclusive lock: the second
 waits, then finds the first one's output in the cache (or, inside `commit`, finds the
 same key already committed and discards its own copy). The lock is `fcntl.flock`, which
 holds on local filesystems (and NFS with flock support); a home on an object store
-needs another mechanism (conditional writes or a lease) and is another issue.
+cannot lock across machines; there, each writer commits a complete version and the last
+manifest wins (`stages.remote`).
+
+A home on an object store (`DataStore("s3://bucket/prefix")`) is used through a local
+cache of the same layout (`stages.remote`): `manifest`, `cached`, `dir`, `part` and
+`rejected` first bring the committed version of that output from the store, `commit`
+uploads the new version and commits it there, and `publish` uploads a run directory.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.env import home as yunque_home
+from stages import remote as remote_home
+from stages.env import home_url
 
 MANIFEST = "_manifest.json"
 PART = "part-0.parquet"
@@ -75,25 +82,111 @@ class StageStats:
         return d
 
 
+# The side files (`rejected(shard, stage)`) belong to these assets' versions.
+REJECTED_BY = {"read": "raw_documents", "clean": "clean_documents", "filter": "filtered_documents",
+               "dedup": "deduped_documents"}
+# Per-shard assets: their directory without a shard is a listing, never synced whole.
+SHARDED = {"rejected_documents", *REJECTED_BY.values(), "minhash_signatures", "token_shards"}
+
+
 class DataStore:
     def __init__(self, home: str | Path | None = None):
-        self.home = Path(home).absolute() if home else yunque_home()
+        url = str(home) if home else home_url()
+        self.remote: remote_home.RemoteHome | None = None
+        if remote_home.is_url(url):
+            self.url = url.rstrip("/")
+            self.home = remote_home.local_root(url)
+            self.remote = remote_home.RemoteHome(url, self.home)
+        else:
+            self.home = Path(url.removeprefix("file://")).absolute()
+            self.url = str(self.home)
         self.data = self.home / "data"
+        self._fresh: set[tuple[str, str | None]] = set()  # synced with the store by this instance
+
+    def _path(self, asset: str, shard: str | None = None) -> Path:
+        return self.data / asset / shard if shard else self.data / asset
+
+    def _rel(self, asset: str, shard: str | None = None) -> str:
+        return f"data/{asset}/{shard}" if shard else f"data/{asset}"
+
+    def remote_url(self, asset: str) -> str:
+        """Where a run directory lives in the store ("" for a local home)."""
+        return f"{self.url}/{self._rel(asset)}" if self.remote is not None else ""
 
     def dir(self, asset: str, shard: str | None = None) -> Path:
-        return self.data / asset / shard if shard else self.data / asset
+        self.sync(asset, shard)
+        return self._path(asset, shard)
 
     def part(self, asset: str, shard: str) -> Path:
         return self.dir(asset, shard) / PART
 
     def rejected(self, shard: str, stage: str) -> Path:
-        return self.dir("rejected_documents", shard) / f"{stage}.parquet"
+        if stage in REJECTED_BY:
+            self.sync(REJECTED_BY[stage], shard)
+        return self._path("rejected_documents", shard) / f"{stage}.parquet"
 
     def manifest(self, asset: str, shard: str | None = None) -> dict[str, Any] | None:
         path = self.dir(asset, shard) / MANIFEST
         if not path.exists():
             return None
         return json.loads(path.read_text())
+
+    def sync(self, asset: str, shard: str | None = None) -> None:
+        """Make the local copy of one output the store's committed one (remote homes;
+        once per output per instance). A local output the store does not have is not an
+        output: it is dropped, and the stage computes it again."""
+        if self.remote is None or (asset, shard) in self._fresh or (shard is None and asset in SHARDED):
+            return
+        rel, target = self._rel(asset, shard), self._path(asset, shard)
+        with self.lock(asset, shard):
+            there = self.remote.manifest(rel)
+            local = target / MANIFEST
+            here = json.loads(local.read_text()) if local.exists() else None
+            if there is not None:
+                if (here or {}).get("version") != there.get("version"):
+                    self.remote.pull_version(rel, there, target, self.staging(), self.data)
+            elif here is not None:
+                shutil.move(str(target), tempfile.mkdtemp(dir=self.staging(), prefix="dropped."))
+            elif shard is None:
+                self.remote.pull_tree(rel, target)  # a run directory, or nothing yet
+        self._fresh.add((asset, shard))
+
+    def fetch_file(self, asset: str, name: str) -> None:
+        """Bring one file of a run directory from the store (remote homes), e.g. the launch
+        spec another node polls for, without the rest of the directory."""
+        if self.remote is None:
+            return
+        text = self.remote.read_text(f"{self._rel(asset)}/{name}")
+        if text is not None:
+            path = self._path(asset) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".pull")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+
+    def inputs_of(self, config: Any) -> None:
+        """Bring every output a program's config names (paths under this home's data/:
+        token shards, the tokenizer, a checkpoint to start from) into the local copy."""
+        if self.remote is None:
+            return
+        if isinstance(config, dict):
+            for k, v in config.items():
+                if k != "out":  # the program's own run directory: it writes there
+                    self.inputs_of(v)
+        elif isinstance(config, list):
+            for v in config:
+                self.inputs_of(v)
+        elif isinstance(config, str) and config.startswith(f"{self.data}/"):
+            parts = config[len(str(self.data)) + 1:].split("/")
+            self.sync(parts[0], None if parts[0] not in SHARDED else parts[1])
+
+    def publish(self, asset: str) -> None:
+        """Upload a run directory that this process wrote to (remote homes; a no-op locally)."""
+        if self.remote is None:
+            return
+        with self.lock(asset):
+            self.remote.push_tree(self._rel(asset), self._path(asset))
+        self._fresh.add((asset, None))
 
     def cached(self, asset: str, shard: str | None, key: str) -> StageStats | None:
         """The previous stats if the last run had the same key and its files still exist
@@ -187,7 +280,7 @@ class DataStore:
         `lock(asset, shard)`, and a writer that does not hold that lock already and finds
         the same output committed (key, stats, files and side files) discards its copy
         and leaves the output alone."""
-        final = self.dir(asset, shard)
+        final = self._path(asset, shard)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=self.staging(), prefix=f"{asset}.{shard or '_'}."))
         leftover: Path | None = tmp  # removed on every way out but the swap (token arrays can be gigabytes)
@@ -204,6 +297,8 @@ class DataStore:
                 "side_files": sorted(str(p) for p in side),
                 "stats": stats.to_json(),
             }
+            if self.remote is not None:
+                manifest["version"] = remote_home.new_version(stats.key)
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
             # A caller that holds the lock checked the cache under it: an output with this key
             # there is one it judged unusable (say, a truncated token array), so it is replaced.
@@ -221,6 +316,9 @@ class DataStore:
                 leftover = None
                 if old is not None:
                     shutil.rmtree(old.parent, ignore_errors=True)
+                if self.remote is not None:
+                    self.remote.push_version(self._rel(asset, shard), final, manifest, self.data)
+                    self._fresh.add((asset, shard))
         finally:
             if leftover is not None:
                 shutil.rmtree(leftover, ignore_errors=True)

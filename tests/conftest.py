@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +11,9 @@ import pytest
 from yunque import env as _env
 
 _env.apply()  # telemetry off, no hub downloads: the same switches as every entry point
+# Tests only (never for users, whose EC2 instance roles need it): no metadata-service
+# probe, which waits for a timeout on a machine that has none.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from yunque import cli_config, cli_ui, env
+from yunque import cli_config, cli_node, cli_ui, env
 from yunque.cli_model import add_commands
 
 
@@ -89,11 +89,15 @@ def _model_summary(metadata: dict, home: Path) -> None:
               f"bits/byte, perplexity {md.get('val_ppl', 0):.1f}), {verdict} the unigram entropy {ent:.3f}")
     print(f"                    {md.get('tokens_seen', 0):,} tokens seen at step {md['step']}, "
           f"{md.get('tokens_per_s', 0):,.0f} tokens/s; checkpoint {md['checkpoint']}")
-    from resources.tracking import MlflowTracking
+    from resources.tracking import MlflowTracking, is_server
 
     tracking = MlflowTracking(home=str(home), tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", ""))
-    print(f"MLflow:             run {md.get('mlflow_run_id')}: .venv/bin/mlflow ui --backend-store-uri "
-          f"{tracking.uri()}, then {tracking.ui_url(md.get('mlflow_run_id', ''))}")
+    link = tracking.ui_url(md.get("mlflow_run_id", ""))
+    if is_server(tracking.uri()):
+        print(f"MLflow:             run {md.get('mlflow_run_id')}: {link}")
+    else:
+        print(f"MLflow:             run {md.get('mlflow_run_id')}: .venv/bin/mlflow ui --backend-store-uri "
+              f"{tracking.display_uri()}, then {link}")
 
 
 def _eval_summary(metadata: dict, home: Path) -> None:
@@ -126,7 +130,7 @@ def _settings(args: argparse.Namespace, home: Path, overrides: dict):
     """What this run uses, and what the home will remember for the UI, sensors and schedules."""
     from stages import home as home_settings
 
-    saved = home_settings.read(home)
+    saved = home_settings.read(env.home_url())
     corpus = args.corpus or saved.corpus or str(home / "sample")
     new = home_settings.HomeSettings(corpus=corpus, preset=args.preset, overrides=overrides,
                                      s3_endpoint=args.s3_endpoint or saved.s3_endpoint)
@@ -151,10 +155,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             return rc
     from stages import home as home_settings
 
-    existed = (home / home_settings.SETTINGS_FILE).exists()
-    home_settings.write(home, chosen)
+    url = env.home_url()
+    existed = home_settings.exists(url)
+    home_settings.write(url, chosen)
     if existed and saved != chosen:
-        print(f"settings of this home ({home / home_settings.SETTINGS_FILE}): corpus {chosen.corpus}, "
+        print(f"settings of this home ({url}/{home_settings.SETTINGS_FILE}): corpus {chosen.corpus}, "
               f"preset {chosen.preset}, overrides {json.dumps(chosen.overrides) if chosen.overrides else 'none'}")
     if args.in_process:
         from yunque.cli_inprocess import run_in_process
@@ -195,7 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
     p = argparse.ArgumentParser(prog="yunque", description=__doc__)
-    p.add_argument("--home", help="output and instance root (default $YUNQUE_HOME or ./.yunque)")
+    p.add_argument("--home", help="output and instance root: a directory, or s3://bucket/prefix (any fsspec URL; "
+                                  "a local cache of it under $YUNQUE_CACHE or ~/.cache/yunque) (default "
+                                  "$YUNQUE_HOME or ./.yunque)")
+    p.add_argument("--s3-endpoint", dest="home_endpoint",
+                   help="endpoint URL of an S3-compatible store (MinIO, ...) for the home and the corpus "
+                        "(sets YUNQUE_S3_ENDPOINT)")
     sub = p.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fetch-sample", help="build the Spanish sample corpus from Debian doc packages")
     f.add_argument("--dest", help="where to put the shards (default $YUNQUE_HOME/sample)")
@@ -213,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     add_commands(sub)
     cli_config.add_commands(sub)
     cli_ui.add_commands(sub)
+    cli_node.add_parser(sub)
     args = p.parse_args(argv)
+    endpoint = args.home_endpoint or getattr(args, "s3_endpoint", None)
+    if endpoint:  # the runs, the daemon and the training processes inherit it
+        os.environ["YUNQUE_S3_ENDPOINT"] = endpoint
     return args.fn(args)
 
 

@@ -34,10 +34,11 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
     from assets import client, daemon
     from assets.definitions import build_resources, defs
     from yunque.cli_follow import follow
+    from yunque.env import home_url
 
     try:
         keys = client.select(defs, args.select)
-        resources = build_resources(str(home), chosen.corpus, chosen.preset, chosen.overrides,
+        resources = build_resources(home_url(), chosen.corpus, chosen.preset, chosen.overrides,
                                     chosen.s3_endpoint or None)
         instance = client.instance()
         shards, gone = client.register_shards(instance, resources["corpus"])
@@ -46,7 +47,8 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         return 2
     if gone:
         print(f"shards gone from the corpus, deregistered (their outputs stay on disk): {', '.join(gone)}")
-    print(f"corpus {chosen.corpus} ({len(shards)} shards); home {home}; preset {chosen.preset}")
+    where = home if home_url() == str(home) else f"{home_url()} (local cache {home})"
+    print(f"corpus {chosen.corpus} ({len(shards)} shards); home {where}; preset {chosen.preset}")
     # submitted before a daemon of ours starts: its shard sensor then sees the backfill and leaves
     # these shards to it instead of racing it with runs of its own
     backfill_id = client.submit(
@@ -61,7 +63,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         try:
             daemon.wait_serving(instance, own, log)
         except RuntimeError as e:
-            daemon.stop(own)
+            daemon.stop(own, instance)
             client.cancel(instance, backfill_id, no_daemon=True)
             print(f"yunque run: {e}", file=sys.stderr)
             return 1
@@ -80,7 +82,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         return 130
     finally:
         if own is not None:
-            daemon.stop(own)
+            daemon.stop(own, instance)
     status = instance.get_backfill(backfill_id).status.value
     finish(home, follower.reports, shards, chosen.preset)
     ok = status == "COMPLETED_SUCCESS" and all(r.ok for r in follower.reports)

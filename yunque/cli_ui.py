@@ -47,6 +47,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return 0
     finally:
         stop(procs)
+        if any("assets.daemon" in p.args for p in procs):
+            daemon.forget(instance)
 
 
 def stop(procs: list[subprocess.Popen], grace_s: float = 20) -> None:

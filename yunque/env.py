@@ -2,29 +2,76 @@
 and the Dagster instance."""
 
 import os
+import sys
 from pathlib import Path
 
-from stages.env import TELEMETRY_OFF, apply, home
+from stages.env import TELEMETRY_OFF, apply, home, home_url
 
-__all__ = ["TELEMETRY_OFF", "apply", "home", "use_home"]
+__all__ = ["POSTGRES_URL", "TELEMETRY_OFF", "apply", "home", "home_url", "use_home"]
+
+# Set, it selects the Postgres profile; Dagster reads it from the environment itself.
+POSTGRES_URL = "YUNQUE_DAGSTER_POSTGRES_URL"
+URL_FORM = "postgresql://user:password@host:port/db"
+_REPO = Path(__file__).resolve().parents[1]
+SQLITE_PROFILE = _REPO / "dagster.yaml"
+POSTGRES_PROFILE = _REPO / "deploy" / "postgres" / "dagster.yaml"
+_MINIMAL = "telemetry:\n  enabled: false\n"  # if the repository's dagster.yaml is not installed
 
 
 def use_home(path: str | Path | None = None) -> Path:
     """Point YUNQUE_HOME and DAGSTER_HOME at one place (`$YUNQUE_HOME/dagster`) and give
-    a new instance our dagster.yaml (telemetry off, sqlite storage). An existing
-    dagster.yaml is left alone: it may point at Postgres."""
+    the instance our dagster.yaml: sqlite (telemetry off, run limits), or the Postgres
+    profile of deploy/postgres when YUNQUE_DAGSTER_POSTGRES_URL is set. A dagster.yaml
+    edited by hand is left alone (see `_instance_settings`)."""
     apply()
-    h = Path(path).absolute() if path else home()
-    os.environ["YUNQUE_HOME"] = str(h)
+    if path:  # a URL (s3://bucket/prefix: the home on an object store) stays a URL
+        os.environ["YUNQUE_HOME"] = str(path) if "://" in str(path) else str(Path(path).absolute())
+    h = home()  # the local root: the home, or the local cache of a remote one
+    if "://" not in os.environ.get("YUNQUE_HOME", ""):
+        os.environ["YUNQUE_HOME"] = str(h)
     dagster_home = h / "dagster"
     dagster_home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(dagster_home)
-    template = Path(__file__).resolve().parents[1] / "dagster.yaml"
-    target = dagster_home / "dagster.yaml"
-    text = template.read_text() if template.exists() else "telemetry:\n  enabled: false\n"
-    if not target.exists():
-        target.write_text(text)
+    _instance_settings(dagster_home / "dagster.yaml")
     return h
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else _MINIMAL
+
+
+def _instance_settings(target: Path) -> None:
+    """Write the dagster.yaml the environment asks for. Absent, or exactly our sqlite file,
+    it becomes the Postgres profile when YUNQUE_DAGSTER_POSTGRES_URL is set; any other file
+    is the user's, left as it is (with a warning when the variable is set and the file does
+    not read it). A file that reads the variable while it is unset, or a URL the installed
+    drivers cannot open, stops here in words instead of in every Dagster process."""
+    url = os.environ.get(POSTGRES_URL)
+    current = target.read_text() if target.exists() else None
+    if url and current in (None, _read(SQLITE_PROFILE), _MINIMAL):
+        current = POSTGRES_PROFILE.read_text()
+        target.write_text(current)
+    elif current is None:
+        current = _read(SQLITE_PROFILE)
+        target.write_text(current)
+    if POSTGRES_URL not in current:
+        if url:
+            print(f"yunque: {POSTGRES_URL} is set, but {target} was edited by hand and does not read it: "
+                  "the instance keeps that file's storage", file=sys.stderr)
+    elif not url:
+        raise SystemExit(f"yunque: the Dagster instance of {target} is on PostgreSQL and expects {POSTGRES_URL} "
+                         f"({URL_FORM}); set it, or delete that file to go back to a fresh sqlite instance")
+    else:
+        _check_driver(url)
+
+
+def _check_driver(url: str) -> None:
+    """SQLAlchemy has no postgres:// scheme (Heroku-style URLs), and Dagster's storage
+    works with psycopg2 only (SQLAlchemy 2.0, pinned, opens postgresql:// with it)."""
+    scheme = url.partition("://")[0]
+    if scheme in ("postgres", "postgresql+psycopg"):
+        raise SystemExit(f"yunque: {POSTGRES_URL} starts {scheme}://, which the installed drivers cannot "
+                         f"open: write {URL_FORM}")
 
 
 apply()

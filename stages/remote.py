@@ -1,0 +1,246 @@
+"""A Yunque home on an object store (`s3://bucket/prefix`, or any fsspec URL), seen
+through a local cache: stages compute on local files (token arrays are memory-mapped,
+parquet is read in row groups) and the store is the truth that every machine shares.
+
+Two kinds of outputs, two ways to commit:
+
+* Memoised outputs (`DataStore.commit`: per-shard data, the dedup index, the tokenizer,
+  token arrays) are immutable versions. A commit uploads the directory and its side files
+  under a fresh prefix `data/<asset>[/<shard>]/<version>/` (the staging prefix), then
+  writes `data/<asset>[/<shard>]/_manifest.json`, which names the version: one PUT, the
+  commit point. A reader that fetched the old manifest still finds the old version, since
+  a commit deletes only the version *two* generations back. Two writers of one output
+  each upload a complete version and the last manifest wins: never a mix of the two.
+* Run directories (checkpoints, run.json, metrics, reports, exports) are trees that one
+  writer at a time grows (the `training` pool). They are mirrored file by file; the
+  checkpoint files are immutable and verified by their checksums on load, and each
+  checkpoint's checksums.json is uploaded last, so a half-uploaded checkpoint never
+  looks complete. `_synced.json` in the local copy remembers what was last in sync, so
+  that neither side deletes a file the other wrote meanwhile.
+
+The local cache is `$YUNQUE_CACHE` or `~/.cache/yunque/<url without scheme>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "_manifest.json"
+SYNCED = "_synced.json"  # local only: the tree as last seen in sync with the store
+SIDE = "_side"  # inside a version: side files, by their path under data/
+LAST = ("checksums.json", "run.json", "materialized.json")  # written after the files they vouch for
+SMALL = 8 << 20  # files up to this size are compared by content, larger ones by size
+
+
+def is_url(home: str | Path) -> bool:
+    """A remote home: a URL with a scheme other than file://."""
+    s = str(home)
+    return "://" in s and not s.startswith("file://")
+
+
+def local_root(url: str) -> Path:
+    """The local cache of a remote home (the same path for every process of a machine)."""
+    if os.environ.get("YUNQUE_CACHE"):
+        return Path(os.environ["YUNQUE_CACHE"]).absolute()
+    scheme, rest = url.split("://", 1)
+    return Path.home() / ".cache" / "yunque" / scheme / rest.strip("/")
+
+
+def storage_options(url: str) -> dict[str, Any]:
+    """fsspec options from the environment only (credentials never come from files we
+    write): YUNQUE_S3_ENDPOINT for S3-compatible stores; the rest is the client's own
+    chain (AWS_* variables, profiles, instance roles)."""
+    endpoint = os.environ.get("YUNQUE_S3_ENDPOINT", "")
+    if url.startswith(("s3://", "s3a://")) and endpoint:
+        return {"client_kwargs": {"endpoint_url": endpoint}}
+    return {}
+
+
+def _md5(path: Path) -> str:
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class RemoteHome:
+    def __init__(self, url: str, local: Path):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.local = local
+        self.fs, self.root = fsspec.core.url_to_fs(self.url, **storage_options(self.url))
+
+    def _r(self, rel: str) -> str:
+        return posixpath.join(self.root, rel)
+
+    def _read_json(self, rel: str) -> dict[str, Any] | None:
+        try:
+            with self.fs.open(self._r(rel), "rb") as f:
+                return json.loads(f.read())
+        except FileNotFoundError:
+            return None
+
+    def _write_json(self, rel: str, obj: dict[str, Any]) -> None:
+        with self.fs.open(self._r(rel), "wb") as f:
+            f.write(json.dumps(obj, indent=1, sort_keys=True).encode())
+
+    def read_text(self, rel: str) -> str | None:
+        try:
+            with self.fs.open(self._r(rel), "rb") as f:
+                return f.read().decode()
+        except FileNotFoundError:
+            return None
+
+    def write_text(self, rel: str, text: str) -> None:
+        with self.fs.open(self._r(rel), "wb") as f:
+            f.write(text.encode())
+
+    # -- memoised outputs: versions and a manifest ------------------------------------
+
+    def manifest(self, rel: str) -> dict[str, Any] | None:
+        self.fs.invalidate_cache(self._r(rel))
+        return self._read_json(f"{rel}/{MANIFEST}")
+
+    def push_version(self, rel: str, directory: Path, manifest: dict[str, Any], data: Path) -> None:
+        """Upload `directory` (and the manifest's side files, absolute local paths under
+        `data`) as version manifest["version"], then commit it by writing the manifest."""
+        version = manifest["version"]
+        old = self.manifest(rel)
+        prefix = f"{rel}/{version}"
+        for p in sorted(directory.iterdir()):
+            if p.name != MANIFEST:
+                self.fs.put_file(str(p), self._r(f"{prefix}/{p.name}"))
+        side = []
+        for s in manifest.get("side_files", []):
+            relside = Path(s).relative_to(data).as_posix()
+            self.fs.put_file(s, self._r(f"{prefix}/{SIDE}/{relside}"))
+            side.append(relside)
+        remote = {**manifest, "side_files": side, "previous": (old or {}).get("version")}
+        self._write_json(f"{rel}/{MANIFEST}", remote)
+        stale = (old or {}).get("previous")
+        if stale and stale != version:
+            self.fs.rm(self._r(f"{rel}/{stale}"), recursive=True)
+
+    def pull_version(self, rel: str, manifest: dict[str, Any], target: Path, staging: Path, data: Path) -> None:
+        """Download the committed version named by `manifest` into `target` (swapped in
+        whole, like a local commit) and its side files to their places under `data`."""
+        version = manifest["version"]
+        tmp = Path(tempfile.mkdtemp(dir=staging, prefix="pull."))
+        try:
+            for name in manifest.get("files", []):
+                self.fs.get_file(self._r(f"{rel}/{version}/{name}"), str(tmp / name))
+            side = []
+            for relside in manifest.get("side_files", []):
+                dest = data / relside
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                part = dest.with_name(dest.name + ".pull")
+                self.fs.get_file(self._r(f"{rel}/{version}/{SIDE}/{relside}"), str(part))
+                os.replace(part, dest)
+                side.append(str(dest))
+            (tmp / MANIFEST).write_text(json.dumps({**manifest, "side_files": side}, indent=1, sort_keys=True))
+            old = None
+            if target.exists():
+                old = Path(tempfile.mkdtemp(dir=staging, prefix="old.")) / target.name
+                target.rename(old)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp.rename(target)
+            tmp = None
+            if old is not None:
+                shutil.rmtree(old.parent, ignore_errors=True)
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    # -- run directories: trees mirrored file by file ---------------------------------
+
+    def _remote_files(self, rel: str) -> dict[str, dict[str, Any]]:
+        base = self._r(rel)
+        self.fs.invalidate_cache(base)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {posixpath.relpath(k, base): v for k, v in found.items() if v.get("type", "file") == "file"}
+
+    @staticmethod
+    def _local_files(directory: Path) -> dict[str, Path]:
+        if not directory.is_dir():
+            return {}
+        return {p.relative_to(directory).as_posix(): p for p in directory.rglob("*")
+                if p.is_file() and p.name != SYNCED and not p.name.endswith((".tmp", ".pull"))}
+
+    @staticmethod
+    def _same(local: Path, info: dict[str, Any]) -> bool:
+        size = local.stat().st_size
+        if size != info.get("size"):
+            return False
+        if size > SMALL:
+            return True  # large files (weights, token arrays) are immutable under their name
+        etag = str(info.get("ETag", info.get("etag", ""))).strip('"')
+        return len(etag) == 32 and etag == _md5(local)  # no md5 ETag (multipart, other stores): transfer
+
+    @staticmethod
+    def _synced(directory: Path) -> dict[str, int]:
+        path = directory / SYNCED
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    @staticmethod
+    def _order(names: list[str]) -> list[str]:
+        return sorted(names, key=lambda n: (posixpath.basename(n) in LAST, n))
+
+    def push_tree(self, rel: str, directory: Path) -> None:
+        local = self._local_files(directory)
+        if not local:
+            return
+        remote = self._remote_files(rel)
+        for name in self._order(list(local)):
+            if name not in remote or not self._same(local[name], remote[name]):
+                self.fs.put_file(str(local[name]), self._r(f"{rel}/{name}"))
+        # gone here since the last sync (a run archived to previous/): gone there too;
+        # files written there by others (another node's checkpoints) are not ours to delete
+        for name in set(self._synced(directory)) - set(local):
+            if name in remote:
+                self.fs.rm_file(self._r(f"{rel}/{name}"))
+        self._write_synced(directory, local)
+
+    def pull_tree(self, rel: str, directory: Path) -> None:
+        remote = self._remote_files(rel)
+        synced = self._synced(directory)
+        local = self._local_files(directory)
+        for name in self._order(list(remote)):
+            mine = local.get(name)
+            changed_here = mine is not None and synced.get(name) != mine.stat().st_size
+            if mine is None or (not changed_here and not self._same(mine, remote[name])):
+                dest = directory / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                part = dest.with_name(dest.name + ".pull")
+                self.fs.get_file(self._r(f"{rel}/{name}"), str(part))
+                os.replace(part, dest)
+        for name, size in synced.items():  # removed there since the last sync, untouched here
+            p = directory / name
+            if name not in remote and p.is_file() and p.stat().st_size == size:
+                p.unlink()
+        if remote or synced:
+            self._write_synced(directory, self._local_files(directory))
+
+    @staticmethod
+    def _write_synced(directory: Path, files: dict[str, Path]) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / (SYNCED + ".tmp")
+        tmp.write_text(json.dumps({n: p.stat().st_size for n, p in files.items()}, sort_keys=True))
+        os.replace(tmp, directory / SYNCED)
+
+
+def new_version(key: str) -> str:
+    """A version name no other writer can pick: the cache key (readable) and a random tail."""
+    return f"v-{key}-{uuid.uuid4().hex[:8]}"
