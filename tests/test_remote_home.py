@@ -120,3 +120,41 @@ def test_home_url_never_becomes_a_local_folder(s3, tmp_path):
     assert local == str(tmp_path / "cache") and url == f"s3://{BUCKET}/h5"
     assert not (tmp_path / "s3:").exists()
     assert json.loads(s3.cat(f"{BUCKET}/h5/yunque.json"))["corpus"] == "c"
+
+
+@pytest.mark.timeout(1200)
+def test_whole_graph_on_an_s3_home_and_again_from_another_machine(s3, tmp_path, monkeypatch):
+    """Every asset, `tiny` preset with the tests' small overrides, the home in the bucket:
+    everything lands there, and a second machine (an empty cache, its own instance)
+    recomputes nothing."""
+    from assets.runner import run_graph
+    from tests.factory import SMALL_RUN, write_two_shards
+    from yunque import env
+
+    write_two_shards(tmp_path / "corpus")
+    home = f"s3://{BUCKET}/graph"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")  # shared by both machines
+
+    def on(machine: str):
+        monkeypatch.setenv("YUNQUE_CACHE", str(tmp_path / machine))
+        monkeypatch.setenv("YUNQUE_HOME", home)
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / machine / "dagster"))  # restored afterwards
+        env.use_home(home)
+        return run_graph(str(tmp_path / "corpus"), overrides=SMALL_RUN)
+
+    first = on("a")
+    assert first.ok, [r.error for r in first.runs if not r.ok]
+    listed = {p.split("/graph/", 1)[1] for p in s3.find(f"{BUCKET}/graph")}
+    for path in ("data/eval_report/report.json", "data/promoted_model/champion.json",
+                 "data/exported_model/yunque_export.json", "data/base_model/materialized.json",
+                 "data/grpo_model/materialized.json"):
+        assert path in listed, path
+    assert any("/_side/rejected_documents/" in p for p in listed)  # the rejections, inside their versions
+
+    second = on("b")
+    assert second.ok, [r.error for r in second.runs if not r.ok]
+    meta = {k: m for r in second.runs for k, m in r.assets.items()}
+    assert meta["base_model"]["cached"] and meta["grpo_model"].get("cached", True)
+    assert meta["exported_model"]["cached"] and meta["eval_report"]["cached"]
+    per_shard = [m for r in second.runs if r.partition for m in r.assets.values()]
+    assert per_shard and all(m.get("cached") for m in per_shard)
