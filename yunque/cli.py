@@ -183,7 +183,7 @@ def _finish(home: Path, reports: list, shards: list[str], preset: str) -> None:
     metadata = {k: m for r in reports for k, m in r.assets.items()}
     _model_summary(metadata, home)
     _eval_summary(metadata, home)
-    print(f"Dagster UI:         .venv/bin/yunque --home {home} ui")
+    print(f"Dagster UI:         .venv/bin/yunque --home {env.home_url()} ui")
     checks = [c for r in reports for c in r.failed_checks]
     if checks:
         print(f"failed checks:      {', '.join(checks)}")
