@@ -64,8 +64,10 @@ def build_resources(home: str | None = None, corpus: str | None = None, preset: 
         "settings": YunqueSettings.build(home, preset, overrides),
         "launcher": training_launcher(),
         # the embedded MLflow store is a local sqlite file: under the home, or its local cache
+        # a tracking URI may carry a password: an EnvVar, read by each run, never shown as a value
         "mlflow": MlflowTracking(home=str(local_home() if "://" in home else home),
-                                 tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", "")),
+                                 tracking_uri=dg.EnvVar("MLFLOW_TRACKING_URI") if os.environ.get("MLFLOW_TRACKING_URI")
+                                 else ""),
     }
 
 
