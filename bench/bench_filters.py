@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.common import Clocked, default_glob, interleaved, load_texts
-from pipelines.config import FilterConfig
+from pipelines.config import FilterConfig, filter_profile
 from pipelines.data.filters import C4, FineWeb, GopherQuality, GopherRepetition, QualityFilters
 from pipelines.data.filters.stopwords import stop_words
 from pipelines.data.filters.text import TextView, sentence_spans, tokenize
@@ -99,7 +99,7 @@ def build_datatrove(cfg: FilterConfig) -> dict[str, Any]:
     # Our config fields carry datatrove's keyword names (plus `enabled`), so the mapping
     # is derived: a knob added to the config reaches both sides.
     def kw(section) -> dict:
-        return {k: v for k, v in dataclasses.asdict(section).items() if k != "enabled"} | {"language": tok}
+        return {k: v for k, v in dataclasses.asdict(section).items() if k not in ("enabled", "heading_repeats", "heading_max_words")} | {"language": tok}
 
     rep = kw(cfg.gopher_repetition)
     rep["top_n_grams"] = tuple((int(n), x) for n, x in rep["top_n_grams"])
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{n} documents, {n_chars / 1e6:.1f} M characters from {args.input}; {args.rounds} interleaved "
           "rounds per comparison (ratios: datatrove seconds / ours seconds, > 1: ours faster)")
 
-    cfg = FilterConfig()
+    cfg = filter_profile("web")  # the published thresholds, as datatrove applies them
     ours = QualityFilters(cfg)
     dt = build_datatrove(cfg)
     from datatrove.data import Document

@@ -12,11 +12,13 @@ field fails when it is set, naming the field, instead of deep inside a stage.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
+from pydantic_core import ArgsKwargs
 
 # Unknown fields are errors and assignments are validated (presets mutate sections).
 SECTION_CONFIG = ConfigDict(extra="forbid", validate_assignment=True)
@@ -66,6 +68,11 @@ class GopherQualityConfig:
     min_stop_words: NonNegInt | None = 2
 
 
+# FilterConfig's profile validator hands pydantic Python lists even when the tree came as
+# JSON (where an array is a tuple, strictly), so a list is taken as the pair it spells.
+NgramRule = Annotated[tuple[PosInt, Fraction], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
+
+
 @section
 class GopherRepetitionConfig:
     enabled: bool = True
@@ -74,10 +81,13 @@ class GopherRepetitionConfig:
     dup_line_char_frac: OptFraction = 0.2
     dup_para_char_frac: OptFraction = 0.2
     # [n, maximum fraction] pairs
-    top_n_grams: list[tuple[PosInt, Fraction]] = field(default_factory=lambda: [(2, 0.2), (3, 0.18), (4, 0.16)])
-    dup_n_grams: list[tuple[PosInt, Fraction]] = field(
+    top_n_grams: list[NgramRule] = field(default_factory=lambda: [(2, 0.2), (3, 0.18), (4, 0.16)])
+    dup_n_grams: list[NgramRule] = field(
         default_factory=lambda: [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)]
     )
+    # As fineweb.heading_repeats, for the repeated lines and paragraphs (0: as published).
+    heading_repeats: NonNegInt = 0
+    heading_max_words: PosInt = 12
 
 
 @section
@@ -106,15 +116,126 @@ class FineWebConfig:
     short_line_length: NonNegInt = 30
     char_duplicates_ratio: Fraction = 0.01
     new_line_ratio: Fraction = 0.3
+    # A heading-like line (at most heading_max_words words, no terminal punctuation) may
+    # repeat this many times before its repeats count as duplicated characters (title,
+    # breadcrumb and section heading); 0 is FineWeb's rule as published.
+    heading_repeats: NonNegInt = 0
+    heading_max_words: PosInt = 12
+
+
+Profile = Literal["docs", "web"]
+
+# Filter profiles, as the fields that differ from the published rules (the sections'
+# defaults, which are the `web` profile). `docs` is for curated documentation and domain
+# text (manuals, legal, medical, support tickets), tuned on the sample corpus's Debian
+# documentation (see docs: the keep rates per shard):
+#   * headings, menu paths, list items and hard-wrapped lines (man pages) are lines without
+#     a full stop, so the line-punctuation share and the short-line share are relaxed;
+#   * a heading may repeat as title, breadcrumb and section heading (`heading_repeats`), and
+#     code examples or option tables repeat a few lines (char_duplicates_ratio 0.1; heavy
+#     repetition is still Gopher's dup_line rules);
+#   * a manual page is often one screen of options: 3 sentences and 30 words are a page;
+#   * option tables and command names lower the share of words with a letter a little.
+# Junk (keyword spam, menus, gibberish, logs, code, repeated lines, number tables ...) is
+# still caught by the stop-word, repetition, symbol and C4 rules, which keep their values.
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    "web": {},
+    "docs": {
+        "gopher_quality": {"min_doc_words": 30, "max_non_alpha_words_ratio": 0.7},
+        "gopher_repetition": {"heading_repeats": 2},
+        "c4": {"min_num_sentences": 3},
+        "fineweb": {"line_punct_thr": 0.03, "short_line_thr": 0.8, "heading_repeats": 2,
+                    "char_duplicates_ratio": 0.1},
+    },
+}
+# What must follow the language, in every profile (stop words are chosen by `language`
+# itself, see pipelines.data.filters.stopwords): Gopher's mean word length of 3-10 was
+# measured on English; compounding languages write longer words.
+LANGUAGE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
+    "de": {"gopher_quality": {"max_avg_word_length": 12}},
+    "fi": {"gopher_quality": {"max_avg_word_length": 13}},
+    "nl": {"gopher_quality": {"max_avg_word_length": 11}},
+}
+_PROFILED = ("gopher_quality", "gopher_repetition", "c4", "fineweb")
+
+
+def profile_fields(profile: str, language: str) -> dict[str, dict[str, Any]]:
+    """The fields a profile and a language set, per section (the rest keep the published
+    defaults)."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown filter profile {profile!r}; choose one of {sorted(PROFILES)}")
+    lang = language.lower().replace("-", "_").split("_")[0]
+    out: dict[str, dict[str, Any]] = {name: {} for name in _PROFILED}
+    for layer in (LANGUAGE_FIELDS.get(lang, {}), PROFILES[profile]):
+        for name, fields in layer.items():
+            out[name].update(fields)
+    return out
 
 
 @section
 class FilterConfig:
-    language: str = "es"  # word rules (stop words) are adapted to this language
+    """The quality rules. How `profile` combines with explicit fields: the profile (and the
+    language) give every field a value, and a field given explicitly wins. Built from a
+    mapping or keywords, a field or section left out takes the profile's value; a section
+    given as an object is taken as it is. `apply_profile` does the same for a full tree
+    whose overrides switch the profile (stages.config.preset)."""
+
+    profile: Profile = "docs"
+    language: str = "es"  # word rules (stop words, mean word length) are adapted to this language
+    # An adopted calibration proposal (stages.filter_profile): its thresholds replace the
+    # profile's when the filters run; the id names calibration/filters-<id>.json in the home.
+    calibration: str | None = None
     gopher_quality: GopherQualityConfig = field(default_factory=GopherQualityConfig)
     gopher_repetition: GopherRepetitionConfig = field(default_factory=GopherRepetitionConfig)
     c4: C4Config = field(default_factory=C4Config)
     fineweb: FineWebConfig = field(default_factory=FineWebConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_profile(cls, data: Any) -> Any:
+        if isinstance(data, ArgsKwargs):
+            if data.args:  # positional construction: nothing to tell apart, taken as given
+                return data
+            kwargs = _fill(dict(data.kwargs or {}))
+            return ArgsKwargs((), kwargs)
+        if isinstance(data, dict):
+            return _fill(data)
+        return data
+
+
+def _fill(data: dict[str, Any]) -> dict[str, Any]:
+    profile, language = data.get("profile", "docs"), data.get("language", "es")
+    if not isinstance(profile, str) or profile not in PROFILES or not isinstance(language, str):
+        return data  # validation reports the bad value
+    for name, fields in profile_fields(profile, language).items():
+        given = data.get(name)
+        if given is None and name not in data:
+            data[name] = dict(fields)
+        elif isinstance(given, dict):
+            for key, value in fields.items():
+                given.setdefault(key, value)
+    return data
+
+
+def filter_profile(profile: str = "docs", language: str = "es") -> FilterConfig:
+    """The filters section of a profile for a language, nothing overridden."""
+    return FilterConfig(profile=profile, language=language)  # type: ignore[arg-type]
+
+
+def apply_profile(base: FilterConfig, explicit: Mapping[str, Any]) -> FilterConfig:
+    """The section to merge `explicit` (the nested `filters` overrides) into: when they name
+    a profile or a language, that profile's section (other fields of `base` are kept unless
+    the profile sets them), else `base`. Merging `explicit` on top then makes explicit
+    fields win, whatever they are."""
+    if "profile" not in explicit and "language" not in explicit:
+        return base
+    profile = explicit.get("profile", base.profile)
+    language = explicit.get("language", base.language)
+    if profile not in PROFILES or not isinstance(language, str):
+        return base  # validation of the merged tree names the bad value
+    out = filter_profile(profile, language)
+    out.calibration = base.calibration
+    return out
 
 
 @section
@@ -138,6 +259,9 @@ class DedupConfig:
     # Asset check: kept pairs with estimated Jaccard at or above this fail the check.
     check_sample_size: NonNegInt = 2000
     check_jaccard: Fraction = 0.9
+    # LSH bands built at once in separate processes by dedup_index (memory: one band
+    # each); 1 builds them one after another in the asset's process.
+    workers: PosInt = 1
 
     @property
     def num_perm(self) -> int:

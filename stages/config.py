@@ -34,6 +34,7 @@ from pipelines.config import (
     NonNegFloat,
     ReaderConfig,
     TokenizerConfig,
+    apply_profile,
     section,
 )
 
@@ -130,6 +131,9 @@ def preset(name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfi
                               f"{_did_you_mean(str(model_preset), model_presets.PRESETS)}; "
                               f"choose one of {sorted(model_presets.PRESETS)}")
         base.model = model_presets.preset(model_preset)
+    # a filter profile first (its thresholds), then the explicit filter fields over it
+    if isinstance(nested.get("filters"), dict):
+        base.filters = apply_profile(base.filters, nested["filters"])
     tree = base.to_dict()
     _merge(tree, nested, ())
     try:

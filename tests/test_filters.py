@@ -8,6 +8,7 @@ import random
 from collections import Counter
 
 import pytest
+from pydantic import TypeAdapter
 
 from pipelines.config import FilterConfig
 from pipelines.data.filters import (
@@ -22,7 +23,7 @@ from pipelines.data.filters import (
 from pipelines.data.filters.fineweb import FineWeb
 from pipelines.data.filters.gopher_repetition import NgramIndex
 from pipelines.data.filters.text import count_sentences, sentence_spans
-from stages.config import preset
+from stages.config import nest
 
 SPANISH = """La biblioteca municipal y el software libre
 
@@ -189,13 +190,19 @@ _CASES: list[tuple[str, str, dict]] = [
 ]  # fmt: skip
 
 
-def make_cfg(overrides: dict) -> FilterConfig:
-    return preset("default", {f"filters.{k}": v for k, v in overrides.items()}).filters
+def web() -> FilterConfig:
+    """The published rules (FineWeb's defaults): the cases below are built on them."""
+    return FilterConfig(profile="web")
+
+
+def make_cfg(overrides: dict, profile: str = "web") -> FilterConfig:
+    """A profile's filters with dotted field overrides (explicit fields win)."""
+    return TypeAdapter(FilterConfig).validate_python(nest({"profile": profile, **overrides}))
 
 
 @pytest.fixture(scope="module")
 def qf() -> QualityFilters:
-    return QualityFilters(FilterConfig())
+    return QualityFilters(web())
 
 
 def test_realistic_spanish_document_passes(qf: QualityFilters) -> None:
@@ -221,7 +228,7 @@ def test_cases_cover_every_reason() -> None:
     assert len(set(REASONS)) == len(REASONS)
     assert all(r.split(":")[0] in {"gopher_repetition", "gopher_quality", "c4", "fineweb"}
                for r in REASONS)  # fmt: skip
-    assert reasons(FilterConfig()) == REASONS
+    assert reasons(web()) == REASONS
 
 
 @pytest.mark.parametrize(
@@ -273,7 +280,7 @@ def test_none_disables_a_rule() -> None:
 )
 def test_disabled_filter_is_skipped(name: str, reason: str) -> None:
     text = dict(_CASES_BY_REASON)[reason]
-    assert QualityFilters(FilterConfig()).apply(text).reason == reason
+    assert QualityFilters(web()).apply(text).reason == reason
     out = QualityFilters(make_cfg({f"{name}.enabled": False})).apply(text)
     assert out.reason is None or not out.reason.startswith(name + ":")
 
@@ -339,21 +346,30 @@ def test_text_view_splits() -> None:
     assert view.words == ["uno", "dos", "tres"] and view.n_words == 3
 
 
-def test_symbols_are_not_words() -> None:
-    """Deliberate difference: a token without a letter or digit is a symbol, so "¿", "¡",
-    "▸", "•" do not count towards min_doc_words (datatrove's fixed punctuation list misses
-    them and would count 52 words here)."""
+def test_gopher_words_are_whitespace_separated() -> None:
+    """Gopher's rules count words as the paper does (whitespace-separated): "Capítulo 17.
+    Filtros" is 4 tokens of which 2 have a letter, but 3 words of which 2 do; "(véase"
+    and "/usr/bin" are words with letters. A symbol between spaces is a word too."""
     from pipelines.data.filters.gopher_quality import GopherQuality
 
+    gq = GopherQuality(web().gopher_quality, stop_words("es"))
+    _, _, m = gq.evaluate(TextView("Capítulo 17. Filtros"))
+    assert m["gopher_quality:alpha_words_ratio"] == 2 / 3
+    assert m["gopher_quality:min_doc_words"] == 3
+    assert m["gopher_quality:min_avg_word_length"] == (8 + 3 + 7) / 3
+    _, _, m = gq.evaluate(TextView("Ver (véase /usr/bin y «De la» 2.6, 7 … #"))
+    assert m["gopher_quality:alpha_words_ratio"] == 6 / 10
+    assert m["gopher_quality:hash_word_ratio"] == 1 / 10
+    assert m["gopher_quality:ellipsis_word_ratio"] == 1 / 10
+    assert m["gopher_quality:min_stop_words"] == 3  # y, de, la: lowercased, « » split off
     words = SHORT.split()
-    text = " ".join(words[:47] + ["¿", "¡", "▸", "•", "y", "de"])
-    gq = GopherQuality(FilterConfig().gopher_quality, stop_words("es"))
-    assert gq.filter(TextView(text)) == (False, "gopher_quality:min_doc_words")
-    assert gq.filter(TextView(text + " tres palabras más")) == (True, None)
+    text = " ".join(words[:47] + ["¿", "¡", "▸"])
+    assert gq.filter(TextView(text)) == (True, None)  # 50 words
+    assert gq.filter(TextView(" ".join(words[:49]))) == (False, "gopher_quality:min_doc_words")
 
 
 def test_fineweb_directly() -> None:
-    fw = FineWeb(FilterConfig().fineweb)
+    fw = FineWeb(web().fineweb)
     assert fw.filter(TextView("   ")) == (False, "fineweb:empty")
     assert fw.filter(TextView(PARAGRAPHS[0])) == (True, None)
 

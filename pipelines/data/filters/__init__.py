@@ -10,6 +10,13 @@ newlines, which would erase the blank lines that Gopher's paragraph rules look a
 removes lines (its output is the text that is kept) and FineWeb judges that text. The
 first failing rule wins; a disabled filter (`cfg.<filter>.enabled = False`) is skipped.
 
+`evaluate(text)` returns the same outcome plus every rule's metric, keyed by reason,
+measured on the view that rule judges (FineWeb's on C4's output) and without stopping at
+the first failure: the distributions the UI histograms and `pipelines.data.calibrate`
+need. `rules()` describes each rule (`RuleSpec`: what it measures, which side drops, its
+threshold). NaN marks a metric that could not be measured (FineWeb's after C4 dropped the
+document, a ratio over zero words).
+
 Reasons are "<filter>:<rule>" and listed in REASONS (with the default n-gram sizes; a
 config with other sizes names its n-gram rules `top_{n}_gram` / `dup_{n}_gram`, see
 `reasons(cfg)`). Rules and their exact semantics are documented in each filter's module.
@@ -25,11 +32,13 @@ from pipelines.data.filters.c4 import C4, C4Result
 from pipelines.data.filters.fineweb import FineWeb
 from pipelines.data.filters.gopher_quality import GopherQuality
 from pipelines.data.filters.gopher_repetition import GopherRepetition
+from pipelines.data.filters.rules import NAN, RuleSpec
 from pipelines.data.filters.stopwords import stop_words
 from pipelines.data.filters.text import TextView, tokenize
 
 __all__ = [
     "C4",
+    "NAN",
     "REASONS",
     "C4Result",
     "FilterOutcome",
@@ -37,6 +46,7 @@ __all__ = [
     "GopherQuality",
     "GopherRepetition",
     "QualityFilters",
+    "RuleSpec",
     "TextView",
     "reasons",
     "stop_words",
@@ -100,6 +110,43 @@ class QualityFilters:
             if not keep:
                 return FilterOutcome(False, reason, text)
         return FilterOutcome(True, None, view.text)
+
+    def rules(self) -> list[RuleSpec]:
+        """One spec per reason of `reasons(cfg)`, in order; threshold None where off."""
+        cfg = self.cfg
+        return [
+            *gopher_repetition.specs(cfg.gopher_repetition),
+            *gopher_quality.specs(cfg.gopher_quality),
+            *c4.specs(cfg.c4),
+            *fineweb.specs(cfg.fineweb),
+        ]
+
+    def evaluate(self, text: str) -> tuple[FilterOutcome, dict[str, float]]:
+        """`apply(text)` and every enabled filter's metrics (see the module docstring)."""
+        view = TextView(text)
+        metrics: dict[str, float] = {}
+        reason: str | None = None
+        for f in (self.gopher_repetition, self.gopher_quality):
+            if f is not None:
+                _, why, values = f.evaluate(view)
+                metrics.update(values)
+                reason = reason or why
+        judged = view
+        if self.c4 is not None:
+            res, values = self.c4.evaluate(view)
+            metrics.update(values)
+            reason = reason or res.reason
+            judged = res.view if res.keep else None
+        if self.fineweb is not None:
+            if judged is None:  # C4 dropped it: there is no text for FineWeb to judge
+                metrics.update({s.reason: NAN for s in self.fineweb.specs})
+            else:
+                _, why, values = self.fineweb.evaluate(judged)
+                metrics.update(values)
+                reason = reason or why
+        if reason is not None:
+            return FilterOutcome(False, reason, text), metrics
+        return FilterOutcome(True, None, judged.text if judged is not None else text), metrics
 
     def apply_many(self, texts: list[str]) -> list[FilterOutcome]:
         apply = self.apply

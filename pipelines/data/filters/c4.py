@@ -24,6 +24,7 @@ import re
 from typing import NamedTuple
 
 from pipelines.config import C4Config
+from pipelines.data.filters.rules import RuleSpec
 from pipelines.data.filters.text import WORD_RE, TextView, count_sentences, sentence_spans
 
 NAME = "c4"
@@ -42,6 +43,18 @@ _POLICY_PHRASES = (
 )
 
 
+def specs(cfg: C4Config) -> list[RuleSpec]:
+    on = cfg.enabled
+    return [
+        RuleSpec(f"{NAME}:lorem_ipsum", "a kept line contains 'lorem ipsum'", "flag",
+                 1.0 if on and cfg.filter_lorem_ipsum else None),
+        RuleSpec(f"{NAME}:curly_bracket", "a kept line contains '{'", "flag",
+                 1.0 if on and cfg.filter_curly_bracket else None),
+        RuleSpec(f"{NAME}:too_few_sentences", "sentences in the kept lines", "below",
+                 float(cfg.min_num_sentences) if on else None),
+    ]  # fmt: skip
+
+
 class C4Result(NamedTuple):
     keep: bool
     reason: str | None
@@ -56,7 +69,20 @@ class C4:
         self.cfg = cfg
 
     def filter(self, view: TextView) -> C4Result:
+        return self._scan(view, None)
+
+    def evaluate(self, view: TextView) -> tuple[C4Result, dict[str, float]]:
+        """The result of `filter` and the rules' metrics: the whole text is scanned (a
+        document-level phrase does not stop it) and every sentence of the kept lines is
+        counted. Phrase flags are measured even where their rule is off."""
+        metrics: dict[str, float] = {}
+        return self._scan(view, metrics), metrics
+
+    def _scan(self, view: TextView, metrics: dict[str, float] | None) -> C4Result:
+        """`metrics` None: the fast path, which stops at the first document-level failure."""
         cfg = self.cfg
+        full = metrics is not None
+        failed: str | None = None  # the first document-level failure, in line order (full scan)
         text = view.text
         if cfg.split_paragraph:
             units = view.lines
@@ -66,9 +92,10 @@ class C4:
         # A phrase absent from the whole (lowercased) text is absent from every line, so the
         # per-line substring tests run only for the phrases that occur somewhere at all.
         lowered = text.lower()
-        check_lorem = cfg.filter_lorem_ipsum and "lorem ipsum" in lowered
+        check_lorem = (full or cfg.filter_lorem_ipsum) and "lorem ipsum" in lowered
         check_js = cfg.filter_javascript and "javascript" in lowered
-        check_curly = cfg.filter_curly_bracket and "{" in text
+        check_curly = (full or cfg.filter_curly_bracket) and "{" in text
+        lorem = curly = False
         policy = tuple(p for p in _POLICY_PHRASES if p in lowered) if cfg.filter_policy else ()
         needs_lower = check_lorem or check_js or bool(policy)
         check_citations = cfg.remove_citations and "[" in text
@@ -110,22 +137,38 @@ class C4:
                 continue
             low = line.lower() if needs_lower else ""
             if check_lorem and "lorem ipsum" in low:
-                return C4Result(False, f"{NAME}:lorem_ipsum", text, view)
+                if not full:
+                    return C4Result(False, f"{NAME}:lorem_ipsum", text, view)
+                lorem = True
+                if cfg.filter_lorem_ipsum:
+                    failed = failed or f"{NAME}:lorem_ipsum"
+                    continue
             if check_js and "javascript" in low:
                 removed.append(original)
                 continue
             if check_curly and "{" in line:
-                return C4Result(False, f"{NAME}:curly_bracket", text, view)
+                if not full:
+                    return C4Result(False, f"{NAME}:curly_bracket", text, view)
+                curly = True
+                if cfg.filter_curly_bracket:
+                    failed = failed or f"{NAME}:curly_bracket"
+                    continue
             if policy and any(p in low for p in policy):
                 removed.append(original)
                 continue
             if line is not original:  # re.sub returns its input when nothing matched
                 edited.append((original, line))
             # Only "at least min_sentences" matters, so stop counting once it is reached.
-            if n_sentences < min_sentences:
+            if full or n_sentences < min_sentences:
                 n_sentences += count_sentences(line) if cfg.split_paragraph else 1
             kept.append(line)
 
+        if full:
+            metrics[f"{NAME}:lorem_ipsum"] = float(lorem)
+            metrics[f"{NAME}:curly_bracket"] = float(curly)
+            metrics[f"{NAME}:too_few_sentences"] = float(n_sentences)
+            if failed:
+                return C4Result(False, failed, text, view)
         if n_sentences < min_sentences:
             return C4Result(False, f"{NAME}:too_few_sentences", text, view)
         # Stripped again: citation removal can leave a space at the end of the last line.

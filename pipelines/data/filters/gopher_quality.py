@@ -1,26 +1,37 @@
-"""Gopher's quality rules (Rae et al. 2021, appendix A1), as datatrove implements them.
+"""Gopher's quality rules as published (Rae et al. 2021, appendix A1).
 
 Rules, in datatrove's order (first failure wins):
-  min/max_doc_words       number of non-symbol words outside [50, 100000]
-  min/max_avg_word_length mean length of non-symbol words outside [3, 10]
+  min/max_doc_words       number of words outside [50, 100000]
+  min/max_avg_word_length mean word length outside [3, 10] characters
   hash_word_ratio         "#" per word above 0.1
   ellipsis_word_ratio     "..." or "…" per word above 0.1
-  bullet_lines_ratio      more than 90 % of lines start with "•" or "-"
+  bullet_lines_ratio      more than 90 % of lines start with a bullet ("•" or "-")
   ellipsis_lines_ratio    more than 30 % of lines end with "..." or "…"
-  alpha_words_ratio       fewer than 80 % of words contain a letter
+  alpha_words_ratio       fewer than 80 % of words contain an alphabetic character
   min_stop_words          fewer than 2 distinct stop words of the language
 
+"Words", for every rule but the stop words, are whitespace-separated words (`str.split()`),
+the paper's words. datatrove counts its tokenizer's tokens instead, every run of
+punctuation a token: "Capítulo 17. Filtros" is 4 tokens of which 2 contain a letter (50 %),
+but 3 words that all contain one (100 %, as the paper means it). On technical prose
+(versions, paths, numbered sections, "(véase" ...) the token count drops most good pages
+under the 80 % line; the word count does not. The same words give the count, the mean
+length (punctuation attached to a word counts in its length) and the per-word ratios.
+Stop words are looked up among the tokenizer's tokens, lowercased: "de," and "L'homme"
+still contain "de" and "l", and "The" at the start of a sentence is "the" (datatrove
+matches tokens case-sensitively). tests/test_filters_datatrove.py shows each difference.
+
 A threshold of None disables its rule (datatrove also disables on 0; here 0 is a real
-threshold). "Words" are the tokens of `TextView.words`, punctuation runs included, exactly
-as datatrove counts its tokenizer's output; the ratios divide by all tokens.
+threshold). A ratio over zero words or lines measures nothing (NaN) and drops nothing.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from itertools import filterfalse
 
 from pipelines.config import GopherQualityConfig
+from pipelines.data.filters.rules import NAN, DropIf, RuleSpec, fails, ratio
 from pipelines.data.filters.text import TextView
 
 NAME = "gopher_quality"
@@ -38,8 +49,6 @@ RULES = (
 )
 REASONS = tuple(f"{NAME}:{r}" for r in RULES)
 
-# [^\W_] is exactly str.isalnum() for one character.
-_HAS_ALNUM = re.compile(r"[^\W_]").search
 _BULLETS = ("•", "-")
 _ELLIPSES = ("...", "…")
 
@@ -48,74 +57,107 @@ def _has_alpha(word: str) -> bool:
     return any(map(str.isalpha, word))
 
 
+class _Doc:
+    """The measures of one document; words are split once, the rest on demand."""
+
+    __slots__ = ("n", "stop_words", "view", "words")
+
+    def __init__(self, view: TextView, stop_words: frozenset[str]) -> None:
+        self.view = view
+        self.words = view.ws_words
+        self.n = len(self.words)
+        self.stop_words = stop_words
+
+    def n_words(self) -> float:
+        return float(self.n)
+
+    def avg_word_length(self) -> float:
+        return ratio(sum(map(len, self.words)), self.n)
+
+    def hash_ratio(self) -> float:
+        return ratio(self.view.text.count("#"), self.n)
+
+    def ellipsis_ratio(self) -> float:
+        text = self.view.text
+        return ratio(text.count("...") + text.count("…"), self.n)
+
+    def bullet_lines(self) -> float:
+        lines = self.view.lines
+        return ratio(sum(1 for ln in lines if ln.lstrip().startswith(_BULLETS)), len(lines))
+
+    def ellipsis_lines(self) -> float:
+        lines, text = self.view.lines, self.view.text
+        if not lines or ("..." not in text and "…" not in text):
+            return 0.0 if lines else NAN
+        return sum(1 for ln in lines if ln.rstrip().endswith(_ELLIPSES)) / len(lines)
+
+    def alpha_ratio(self) -> float:
+        # Wholly alphabetic words are counted in C; only the others ("17.", "(véase",
+        # "/usr/bin") are looked at letter by letter.
+        words = self.words
+        n_alpha = sum(map(str.isalpha, words))
+        n_alpha += sum(map(_has_alpha, filterfalse(str.isalpha, words)))
+        return ratio(n_alpha, self.n)
+
+    def stop_words_found(self) -> float:
+        lowered = {w.lower() for w in set(self.view.words)}
+        return float(len(self.stop_words.intersection(lowered)))
+
+
+# rule -> (what is measured, drop_if, config field, measure)
+_RULES: dict[str, tuple[str, DropIf, str, Callable[[_Doc], float]]] = {
+    "min_doc_words": ("whitespace-separated words", "below", "min_doc_words", _Doc.n_words),
+    "max_doc_words": ("whitespace-separated words", "above", "max_doc_words", _Doc.n_words),
+    "min_avg_word_length": ("mean word length (characters)", "below", "min_avg_word_length",
+                            _Doc.avg_word_length),
+    "max_avg_word_length": ("mean word length (characters)", "above", "max_avg_word_length",
+                            _Doc.avg_word_length),
+    "hash_word_ratio": ("'#' per word", "above", "max_symbol_word_ratio", _Doc.hash_ratio),
+    "ellipsis_word_ratio": ("'...' or '…' per word", "above", "max_symbol_word_ratio",
+                            _Doc.ellipsis_ratio),
+    "bullet_lines_ratio": ("share of lines starting with a bullet", "above",
+                           "max_bullet_lines_ratio", _Doc.bullet_lines),
+    "ellipsis_lines_ratio": ("share of lines ending with an ellipsis", "above",
+                             "max_ellipsis_lines_ratio", _Doc.ellipsis_lines),
+    "alpha_words_ratio": ("share of words with a letter", "below", "max_non_alpha_words_ratio",
+                          _Doc.alpha_ratio),
+    "min_stop_words": ("distinct stop words of the language", "below", "min_stop_words",
+                       _Doc.stop_words_found),
+}  # fmt: skip
+
+
+def specs(cfg: GopherQualityConfig) -> list[RuleSpec]:
+    out = []
+    for rule in RULES:
+        metric, drop_if, fld, _ = _RULES[rule]
+        thr = getattr(cfg, fld) if cfg.enabled else None
+        out.append(RuleSpec(f"{NAME}:{rule}", metric, drop_if, None if thr is None else float(thr)))
+    return out
+
+
 class GopherQuality:
     def __init__(self, cfg: GopherQualityConfig, stop_words: frozenset[str]) -> None:
         self.cfg = cfg
         self.stop_words = stop_words
+        self.specs = specs(cfg)
+        # (reason, drop_if, threshold, measure) of the rules that are on, in order
+        self._checks = [(s.reason, s.drop_if, s.threshold, _RULES[s.reason.split(":")[1]][3])
+                        for s in self.specs if s.threshold is not None]  # fmt: skip
 
     def filter(self, view: TextView) -> tuple[bool, str | None]:
-        cfg = self.cfg
-        text = view.text
-        words = view.words
-        n_words = len(words)
-
-        # Non-symbol words: tokens with at least one letter or digit. Most tokens are wholly
-        # alphanumeric (one C-level pass counts them); only the rest are looked at closely.
-        # datatrove instead tests membership in a fixed punctuation list, which misses
-        # symbols such as "¿", "¡", "©", "•" and so counts them as words.
-        rest = list(filterfalse(str.isalnum, words))
-        content_rest = list(filter(_HAS_ALNUM, rest))
-        n_content = n_words - len(rest) + len(content_rest)
-
-        if cfg.min_doc_words is not None and n_content < cfg.min_doc_words:
-            return False, f"{NAME}:min_doc_words"
-        if cfg.max_doc_words is not None and n_content > cfg.max_doc_words:
-            return False, f"{NAME}:max_doc_words"
-
-        if n_content:  # datatrove: mean of nothing is NaN, which fails no comparison
-            content_chars = sum(map(len, words)) - sum(map(len, rest)) + sum(map(len, content_rest))
-            avg_len = content_chars / n_content
-            if cfg.min_avg_word_length is not None and avg_len < cfg.min_avg_word_length:
-                return False, f"{NAME}:min_avg_word_length"
-            if cfg.max_avg_word_length is not None and avg_len > cfg.max_avg_word_length:
-                return False, f"{NAME}:max_avg_word_length"
-
-        # Ratios per token; a document without tokens has nothing to measure (datatrove
-        # divides by zero there).
-        if n_words and cfg.max_symbol_word_ratio is not None:
-            if text.count("#") / n_words > cfg.max_symbol_word_ratio:
-                return False, f"{NAME}:hash_word_ratio"
-            if (text.count("...") + text.count("…")) / n_words > cfg.max_symbol_word_ratio:
-                return False, f"{NAME}:ellipsis_word_ratio"
-
-        lines = view.lines
-        if lines:
-            n_lines = len(lines)
-            if cfg.max_bullet_lines_ratio is not None:
-                bullets = sum(1 for ln in lines if ln.lstrip().startswith(_BULLETS))
-                if bullets / n_lines > cfg.max_bullet_lines_ratio:
-                    return False, f"{NAME}:bullet_lines_ratio"
-            if cfg.max_ellipsis_lines_ratio is not None and ("..." in text or "…" in text):
-                trailing = sum(1 for ln in lines if ln.rstrip().endswith(_ELLIPSES))
-                if trailing / n_lines > cfg.max_ellipsis_lines_ratio:
-                    return False, f"{NAME}:ellipsis_lines_ratio"
-
-        # Config name kept from datatrove: the rule is "at least this share of words has a
-        # letter". Wholly alphabetic tokens are counted in C, symbols have no letter, and
-        # the few remaining tokens are looked at one by one.
-        if n_words and cfg.max_non_alpha_words_ratio is not None:
-            n_alpha = sum(map(str.isalpha, words))
-            # Other tokens with a letter are alphanumeric ones that are not plain numbers
-            # ("mp3", "x86"), or non-alphanumeric ones with a letter ("foo_bar").
-            mixed = filterfalse(str.isdecimal, filterfalse(str.isalpha, filter(str.isalnum, words)))
-            n_alpha += sum(map(_has_alpha, mixed)) + sum(map(_has_alpha, content_rest))
-            if n_alpha / n_words < cfg.max_non_alpha_words_ratio:
-                return False, f"{NAME}:alpha_words_ratio"
-
-        if (
-            cfg.min_stop_words is not None
-            and len(self.stop_words.intersection(words)) < cfg.min_stop_words
-        ):
-            return False, f"{NAME}:min_stop_words"
-
+        doc = _Doc(view, self.stop_words)
+        for reason, drop_if, threshold, measure in self._checks:
+            if fails(drop_if, threshold, measure(doc)):
+                return False, reason
         return True, None
+
+    def evaluate(self, view: TextView) -> tuple[bool, str | None, dict[str, float]]:
+        """The decision of `filter` and every rule's metric (rules that are off included)."""
+        doc = _Doc(view, self.stop_words)
+        values: dict[str, float] = {}
+        reason = None
+        for s in self.specs:
+            v = values[s.reason] = _RULES[s.reason.split(":")[1]][3](doc)
+            if reason is None and fails(s.drop_if, s.threshold, v):
+                reason = s.reason
+        return reason is None, reason, values

@@ -10,6 +10,8 @@ Rules, in datatrove's order (first failure wins); character fractions divide by 
 The n-gram rules dominate the cost of all four filters; datatrove builds every n-gram as a
 joined string and counts them in Python, per n. `NgramIndex` gets the same numbers with
 exact integer keys and numpy, visiting only n-grams that can repeat.
+`heading_repeats` > 0 (the `docs` profile) lets a heading-like line or paragraph repeat
+that often before it counts as duplicated (see fineweb.py); 0 is the rule as published.
 Deliberate difference: datatrove keys duplicate n-grams by "".join(words), so ("ab", "c")
 and ("a", "bc") collide; here they do not. Character counts are the same (word lengths, no
 separators) as datatrove's.
@@ -17,13 +19,15 @@ separators) as datatrove's.
 
 from __future__ import annotations
 
+from collections import Counter
 from itertools import accumulate
 from typing import NamedTuple
 
 import numpy as np
 
 from pipelines.config import GopherRepetitionConfig
-from pipelines.data.filters.text import TextView, duplicate_stats
+from pipelines.data.filters.rules import NAN, RuleSpec, fails
+from pipelines.data.filters.text import TERMINAL_PUNCTUATION, TextView, duplicate_stats
 
 NAME = "gopher_repetition"
 _DEFAULT = GopherRepetitionConfig()
@@ -43,6 +47,26 @@ def rules(cfg: GopherRepetitionConfig = _DEFAULT) -> tuple[str, ...]:
 
 
 REASONS = tuple(f"{NAME}:{r}" for r in rules())
+
+
+def specs(cfg: GopherRepetitionConfig) -> list[RuleSpec]:
+    on = cfg.enabled
+
+    def spec(rule: str, metric: str, thr: float | None) -> RuleSpec:
+        drop_if = "flag" if rule == "empty" else "above"
+        return RuleSpec(f"{NAME}:{rule}", metric, drop_if, None if thr is None or not on else float(thr))
+
+    return [
+        spec("empty", "the text is empty", 1.0),
+        spec("dup_para_frac", "share of paragraphs repeating an earlier one", cfg.dup_para_frac),
+        spec("dup_para_char_frac", "share of characters in repeated paragraphs", cfg.dup_para_char_frac),
+        spec("dup_line_frac", "share of lines repeating an earlier one", cfg.dup_line_frac),
+        spec("dup_line_char_frac", "share of characters in repeated lines", cfg.dup_line_char_frac),
+        *(spec(f"top_{int(n)}_gram", f"share of characters in the most frequent word {int(n)}-gram", f)
+          for n, f in cfg.top_n_grams),
+        *(spec(f"dup_{int(n)}_gram", f"share of characters in repeated word {int(n)}-grams", f)
+          for n, f in cfg.dup_n_grams),
+    ]  # fmt: skip
 
 
 class NgramIndex:
@@ -142,11 +166,32 @@ class _Level(NamedTuple):
     top: tuple[int, int] | None  # (count, first position) of the most frequent n-gram
 
 
+def heading_discount(items: list[str], dups: int, chars: int, repeats: int, max_words: int) -> tuple[int, int]:
+    """(dups, chars) of `duplicate_stats` less the first `repeats` repeats of each
+    heading-like item (at most `max_words` words, no sentence-terminal punctuation at the
+    end): a title repeated as breadcrumb and heading is not duplicated content."""
+    if not dups or not repeats:
+        return dups, chars
+    for item, count in Counter(items).items():
+        if count > 1:
+            stripped = item.strip()
+            if stripped and stripped[-1] not in TERMINAL_PUNCTUATION and len(stripped.split()) <= max_words:
+                k = min(count - 1, repeats)
+                dups -= k
+                chars -= k * len(item)
+    return dups, chars
+
+
 class GopherRepetition:
     def __init__(self, cfg: GopherRepetitionConfig) -> None:
         self.cfg = cfg
         self.top_n = [(int(n), float(frac)) for n, frac in cfg.top_n_grams]
         self.dup_n = [(int(n), float(frac)) for n, frac in cfg.dup_n_grams]
+        self.specs = specs(cfg)
+
+    def _dups(self, items: list[str]) -> tuple[int, int]:
+        cfg = self.cfg
+        return heading_discount(items, *duplicate_stats(items), cfg.heading_repeats, cfg.heading_max_words)
 
     def filter(self, view: TextView) -> tuple[bool, str | None]:
         cfg = self.cfg
@@ -156,14 +201,14 @@ class GopherRepetition:
         n_chars = len(text)
 
         paragraphs = view.paragraphs
-        dups, dup_chars = duplicate_stats(paragraphs)
+        dups, dup_chars = self._dups(paragraphs)
         if cfg.dup_para_frac is not None and dups / len(paragraphs) > cfg.dup_para_frac:
             return False, f"{NAME}:dup_para_frac"
         if cfg.dup_para_char_frac is not None and dup_chars / n_chars > cfg.dup_para_char_frac:
             return False, f"{NAME}:dup_para_char_frac"
 
         lines = view.line_runs
-        dups, dup_chars = duplicate_stats(lines)
+        dups, dup_chars = self._dups(lines)
         if cfg.dup_line_frac is not None and dups / len(lines) > cfg.dup_line_frac:
             return False, f"{NAME}:dup_line_frac"
         if cfg.dup_line_char_frac is not None and dup_chars / n_chars > cfg.dup_line_char_frac:
@@ -177,3 +222,27 @@ class GopherRepetition:
             if index.duplicate_chars(n) / n_chars > frac:
                 return False, f"{NAME}:dup_{n}_gram"
         return True, None
+
+    def evaluate(self, view: TextView) -> tuple[bool, str | None, dict[str, float]]:
+        """The decision of `filter` and every rule's metric (the same expressions, no early
+        exit); an empty text measures nothing but its emptiness."""
+        text = view.text
+        out = {s.reason: NAN for s in self.specs}
+        out[f"{NAME}:empty"] = float(not text)
+        if text:
+            n_chars = len(text)
+            paragraphs = view.paragraphs
+            dups, dup_chars = self._dups(paragraphs)
+            out[f"{NAME}:dup_para_frac"] = dups / len(paragraphs)
+            out[f"{NAME}:dup_para_char_frac"] = dup_chars / n_chars
+            lines = view.line_runs
+            dups, dup_chars = self._dups(lines)
+            out[f"{NAME}:dup_line_frac"] = dups / len(lines)
+            out[f"{NAME}:dup_line_char_frac"] = dup_chars / n_chars
+            index = NgramIndex(view.words)
+            for n, _ in self.top_n:
+                out[f"{NAME}:top_{n}_gram"] = index.top_chars(n) / n_chars
+            for n, _ in self.dup_n:
+                out[f"{NAME}:dup_{n}_gram"] = index.duplicate_chars(n) / n_chars
+        reason = next((s.reason for s in self.specs if fails(s.drop_if, s.threshold, out[s.reason])), None)
+        return reason is None, reason, out

@@ -99,11 +99,12 @@ class TextView:
     keeps a leading/trailing empty piece), so decisions match.
     """
 
-    __slots__ = ("_line_runs", "_lines", "_n_words", "_nonblank", "_paragraphs", "_words", "text")
+    __slots__ = ("_line_runs", "_lines", "_n_words", "_nonblank", "_paragraphs", "_words", "_ws_words", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._words: list[str] | None = None
+        self._ws_words: list[str] | None = None
         self._n_words: int | None = None
         self._lines: list[str] | None = None
         self._line_runs: list[str] | None = None
@@ -123,6 +124,13 @@ class TextView:
         if self._words is None:
             self._words = WORD_RE.findall(self.text)
         return self._words
+
+    @property
+    def ws_words(self) -> list[str]:
+        """Whitespace-separated words (`str.split()`): Gopher's published "words"."""
+        if self._ws_words is None:
+            self._ws_words = self.text.split()
+        return self._ws_words
 
     def known_n_words(self) -> int | None:
         """The word count if it is already known (words split or count given), else None."""
