@@ -7,12 +7,15 @@ import base64
 import re
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import pyarrow.parquet as pq
 
 from stages.store import StageStats
+
+if TYPE_CHECKING:
+    from stages.filter_report import FilterReport
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Bytes of PNG shown inline at most: base64 adds a third, and every byte is stored in the
@@ -106,3 +109,20 @@ def image(path: Path, alt: str, limit: int = INLINE_LIMIT) -> dg.MetadataValue:
     # brackets and newlines would end the alt text early
     text = " ".join(re.sub(r"[\[\]]", " ", alt).split())
     return dg.MetadataValue.md(f"![{text}](data:image/png;base64,{base64.b64encode(data).decode('ascii')})")
+
+
+def filter_report_metadata(report: FilterReport, directory: Path) -> dict[str, Any]:
+    """The filtered_documents report (`stages.filter_report.FilterReport`) as metadata: the
+    rules with thresholds and counts, the language-ID drops, the profile, one histogram
+    image per filter, and the rejected sample per reason."""
+    from stages.filter_report import render_histograms, samples_markdown
+
+    md: dict[str, Any] = {
+        "filter_rules": rows_table([r.row() for r in report.rules]) if report.rules else "no rules",
+        "filter_profile": dg.MetadataValue.json(report.profile),
+        "langid": dg.MetadataValue.json(report.langid),
+        "rejected_samples": dg.MetadataValue.md(samples_markdown(report.samples, report.drops)),
+    }
+    for family, path in render_histograms(report, directory).items():
+        md[f"histograms/{family}"] = image(path, f"{report.shard}: {family} rule metrics")
+    return md

@@ -24,10 +24,10 @@ log = logging.getLogger(__name__)
 CODE_VERSIONS = {
     "raw_documents": "1",
     "clean_documents": "1",
-    "filtered_documents": "1",
-    "minhash_signatures": "2",
-    "dedup_index": "2",
-    "deduped_documents": "2",
+    "filtered_documents": "2",  # 2: per-document rule metrics (filter_metrics.parquet), resolved profile
+    "minhash_signatures": "3",  # 3: affine32 signatures, columnar per-band index
+    "dedup_index": "3",
+    "deduped_documents": "3",
     "tokenizer": "1",
     "token_shards": "1",
 }
@@ -124,11 +124,17 @@ def clean_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool 
 
 def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool = False) -> StageStats:
     """fastText language ID first, then the quality rules (FineWeb's order: a French page
-    is reported as French, not as 'too few Spanish stop words')."""
+    is reported as French, not as 'too few Spanish stop words'). Every rule's metric is
+    measured on each document that passes language ID (`filter_metrics.parquet`, for the
+    report of `stages.filter_report`), not only up to its first failing rule."""
     from pipelines.data.filters import QualityFilters
     from pipelines.data.langid import detect
+    from stages.filter_profile import filters_key, resolve_filters
+    from stages.filter_report import FILTER_METRICS, metrics_table
 
-    key = _key("filtered_documents", cfg, ("filters", "langid"), upstream_key(store, "clean_documents", shard))
+    fkey = filters_key(cfg.filters, store)  # the profile and any adopted calibration, not the raw section
+    key = cache_key("filtered_documents", CODE_VERSIONS["filtered_documents"], cfg.section_hash("langid"), fkey,
+                    upstream_key(store, "clean_documents", shard))
     with store.lock("filtered_documents", shard):
         if hit := store.cached("filtered_documents", shard, key):
             return hit
@@ -136,19 +142,26 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
         texts = clean["text"].to_pylist()
         lid = cfg.langid
         langs = detect(texts, lid.max_chars, lid.batch_size)
-        filters = QualityFilters(cfg.filters)
+        fcfg = resolve_filters(cfg.filters, store)
+        filters = QualityFilters(fcfg)
+        rules = filters.rules()
+        metrics: dict[str, list[float | None]] = {r.reason: [None] * len(texts) for r in rules}
         reasons: list[str | None] = []
         details: list[str] = []
         new_texts: list[str] = []
         sources = clean["source"].to_pylist()
-        for text, (lang, score), src in _progress(zip(texts, langs, sources), progress, len(texts), f"filter {shard}"):
+        for i, (text, (lang, score), src) in enumerate(
+                _progress(zip(texts, langs, sources), progress, len(texts), f"filter {shard}")):
             if lang != lid.language or score < lid.threshold:
                 why = "other_language" if lang != lid.language else "low_confidence"
                 reasons.append(f"langid:{why}")
                 details.append(f"{src}: fastText says {lang} ({score:.2f}); want {lid.language} >= {lid.threshold}")
                 new_texts.append(text)
                 continue
-            res = filters.apply(text)
+            res, measured = filters.evaluate(text)
+            for reason, value in measured.items():
+                if reason in metrics:
+                    metrics[reason][i] = value
             reasons.append(None if res.keep else res.reason)
             details.append("" if res.keep else f"{src}: {res.reason}")
             new_texts.append(res.text if res.keep else text)
@@ -165,10 +178,16 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
             for i, d, s, t, r in zip(drop_idx, dropped["doc_id"].to_pylist(), dropped["source"].to_pylist(),
                                      dropped["text"].to_pylist(), drop_reasons)
         ])
+        # what names the thresholds in use (profile, adopted calibration): shown with the report
+        profile = {"profile": fcfg.profile, "calibration": cfg.filters.calibration, "language": fcfg.language,
+                   "filters_key": fkey}
+        side_metrics = metrics_table(clean["doc_id"], clean["source"], reasons, [l for l, _ in langs],
+                                     [s for _, s in langs], rules, metrics, profile)
         stats = StageStats(key=key, docs_in=clean.num_rows, docs_out=kept.num_rows, rejected=len(drop_idx),
                            bytes_in=_bytes(clean), bytes_out=_bytes(kept), drops=drop_counts(drop_reasons),
-                           extra={"languages": drop_counts([l for l, _ in langs])})
-        store.commit("filtered_documents", shard, stats, {"part-0.parquet": kept.cast(FILTERED_SCHEMA)},
+                           extra={"languages": drop_counts([l for l, _ in langs]), "filter_profile": profile})
+        store.commit("filtered_documents", shard, stats,
+                     {"part-0.parquet": kept.cast(FILTERED_SCHEMA), FILTER_METRICS: side_metrics},
                      side={store.rejected(shard, "filter"): rej})
         return stats
 

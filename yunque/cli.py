@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from yunque import cli_config, cli_node, cli_ui, env
+from yunque import cli_calibrate, cli_config, cli_inspect, cli_node, cli_ui, env
 from yunque.cli_model import add_commands
 
 
@@ -224,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     cli_config.add_commands(sub)
     cli_ui.add_commands(sub)
     cli_node.add_parser(sub)
+    cli_inspect.add_parser(sub)
+    cli_calibrate.add_parser(sub)
     args = p.parse_args(argv)
     endpoint = args.home_endpoint or getattr(args, "s3_endpoint", None)
     if endpoint:  # the runs, the daemon and the training processes inherit it
