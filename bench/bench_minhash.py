@@ -1,7 +1,13 @@
-"""Our MinHash + LSH against datatrove's four-stage MinHash pipeline, on the same documents.
+"""Our MinHash + LSH against datatrove's four-stage MinHash pipeline, on the same documents;
+with --signatures, our signatures against rensa's (Rust) alone.
 
-    python -m bench.bench_minhash [--input GLOB] [--limit N] [--rounds N]
+    python -m bench.bench_minhash [--input GLOB] [--limit N] [--rounds N] [--signatures]
                                   [--precision 32|64] [--crosscheck] [--profile]
+
+--signatures: ours (with our normalisation, from Python strings and from the Arrow column
+the stage reads) against rensa 0.5's `RMinHash` (same 112 permutations, word 5-grams
+built in Python from `str.split`, and again from `normalize_for_dedup`), interleaved;
+the ratios are rensa seconds / ours seconds.
 
 Both sides start from texts in memory (the parquet is read once, before either clock):
 ours gets the strings, datatrove a list of `Document`s (built outside its clock) yielded
@@ -82,6 +88,36 @@ def xxhash_of_str(precision: int) -> Callable[[str], int]:
 
     fn = xxhash.xxh32_intdigest if precision == 32 else xxhash.xxh64_intdigest
     return lambda s: fn(s.encode("utf-8"))
+
+
+def rensa_signatures(texts: list[str], cfg: DedupConfig, normalise: bool) -> np.ndarray:
+    """rensa's RMinHash over word n-grams joined by spaces (how its README shingles)."""
+    from rensa import RMinHash
+
+    out = np.full((len(texts), cfg.num_perm), EMPTY, dtype=np.uint32)
+    n = cfg.ngram
+    for i, t in enumerate(texts):
+        w = normalize_for_dedup(t) if normalise else t.split()
+        if w:
+            m = RMinHash(num_perm=cfg.num_perm, seed=cfg.seed)
+            m.update([" ".join(w[j : j + n]) for j in range(max(len(w) - n + 1, 1))])
+            out[i] = m.digest()
+    return out
+
+
+def signatures_vs_rensa(texts: list[str], cfg: DedupConfig, rounds: int) -> None:
+    import pyarrow as pa
+
+    column = pa.array(texts, pa.large_string())  # built before any clock, as the stage's read is
+    cases = {
+        "ours": lambda: compute_signatures(texts, cfg),
+        "ours_arrow": lambda: compute_signatures(column, cfg),
+        "rensa": lambda: rensa_signatures(texts, cfg, False),
+        "rensa_our_norm": lambda: rensa_signatures(texts, cfg, True),
+    }
+    res = interleaved(cases, rounds)
+    res.report("rensa", "docs/s", work=len(texts), compare=["ours", "ours_arrow", "rensa_our_norm"],
+               title=f"{rounds} interleaved rounds, one warm-up each (ratios: rensa seconds / case seconds):")
 
 
 def run_ours(doc_ids: list[str], texts: list[str], cfg: DedupConfig) -> tuple[dict, Clusters]:
@@ -239,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--precision", type=int, choices=(32, 64), default=32)
     ap.add_argument("--crosscheck", action="store_true", help="our LSH on datatrove's sigs")
     ap.add_argument("--profile", action="store_true", help="cProfile our side afterwards")
+    ap.add_argument("--signatures", action="store_true", help="signatures only: ours against rensa")
     args = ap.parse_args(argv)
 
     doc_ids, texts = load_texts(args.input, args.limit)
@@ -247,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = DedupConfig()
     n = len(texts)
     print(f"{n} documents, {sum(map(len, texts)) / 1e6:.1f} M characters from {args.input}")
+    if args.signatures:
+        return signatures_vs_rensa(texts, cfg, args.rounds)
 
     stages: dict[str, list[dict[str, float]]] = {"ours": [], "datatrove": []}
 

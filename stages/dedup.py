@@ -1,30 +1,31 @@
 """Dedup stages: per-shard signatures, the whole-corpus index, per-shard deduped output.
 
-A new shard only needs its own signatures; the index re-joins stored signatures of all
-shards (cheap: LSH over 112 ints per document), and a shard's deduped output is cached
-under a digest of *its own* drop lists, so old shards whose decisions did not change are
-not rewritten when a new shard lands.
+A new shard only needs its own signatures (with its LSH band keys as columns); the index
+is built band by band from those columns (`pipelines.data.dedup_index`), and extended
+rather than rebuilt when the only change is new shards. A shard's deduped output reads
+only its own rows of the index and is cached under a digest of *its own* decisions, so
+old shards whose decisions did not change are not rewritten when a new shard lands.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from pipelines.data.dedup import (
-    drop_lines,
-    estimated_jaccard_pairs,
-    lsh_clusters,
-    paragraph_drops,
-    paragraph_hashes,
-)
+from pipelines.data.dedup import batch_paragraphs, drop_lines, estimated_jaccard_pairs
+from pipelines.data.dedup_index import ShardInput, build_index, read_shard_rows
 from pipelines.data.documents import Rejection, rejections_table
+from pipelines.data.lsh_index import band_column, band_keys
 from pipelines.data.minhash import compute_signatures
 from stages.config import YunqueConfig
 from stages.ingest import FILTERED_SCHEMA, _bytes, _key, upstream_key
-from stages.store import DataStore, StageStats, cache_key, drop_counts, read_table
+from stages.store import DataStore, StageStats, drop_counts, read_table
 
 INDEX_ASSET = "dedup_index"
 
@@ -34,21 +35,25 @@ def minhash_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats
     with store.lock("minhash_signatures", shard):
         if hit := store.cached("minhash_signatures", shard, key):
             return hit
+        d = cfg.dedup
         docs = read_table(store.part("filtered_documents", shard), ["doc_id", "source", "text"])
-        texts = docs["text"].to_pylist()
-        sigs = compute_signatures(texts, cfg.dedup)
-        paras = [paragraph_hashes(t, cfg.dedup.min_paragraph_chars) for t in texts]
+        text = docs["text"]  # an Arrow column all the way: no Python string per document
+        sigs = compute_signatures(text, d)
+        keys = band_keys(sigs, d)
         # characters per line, so the index can tell which documents paragraph removal empties
-        chars = [[len(line.strip()) for line in t.split("\n")] for t in texts]
+        paras, chars = batch_paragraphs(text, d.min_paragraph_chars)
         table = pa.table({
             "doc_id": docs["doc_id"],
             "source": docs["source"],
-            "signature": pa.FixedSizeListArray.from_arrays(pa.array(sigs.ravel(), pa.uint32()), cfg.dedup.num_perm),
-            "paragraph_hashes": pa.array(paras, pa.list_(pa.uint64())),
-            "line_chars": pa.array(chars, pa.list_(pa.int32())),
+            "signature": pa.FixedSizeListArray.from_arrays(pa.array(sigs.ravel(), pa.uint32()), d.num_perm),
+            # one column per LSH band: the index reads a band at a time (column projection)
+            **{band_column(b): pa.array(keys[:, b], pa.uint64()) for b in range(d.bands)},
+            "paragraph_hashes": paras,
+            "line_chars": chars,
         })
+        n_paras = int(pc.sum(pc.list_value_length(paras)).as_py() or 0)
         stats = StageStats(key=key, docs_in=docs.num_rows, docs_out=docs.num_rows,
-                           extra={"num_perm": cfg.dedup.num_perm, "paragraphs": sum(len(p) for p in paras)})
+                           extra={"num_perm": d.num_perm, "paragraphs": n_paras})
         store.commit("minhash_signatures", shard, stats, {"part-0.parquet": table})
         return stats
 
@@ -59,61 +64,41 @@ def _signatures(table: pa.Table, num_perm: int) -> np.ndarray:
 
 
 def dedup_index_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) -> StageStats:
+    """LSH clusters and paragraph decisions over `shards`, band by band from the signature
+    files. When the only change since the last index is new shards (same config, same
+    signatures of every old shard), their band keys are queried against the persisted
+    index instead of rebuilding it; any other change rebuilds in full."""
     d = cfg.dedup
     upstream = {s: upstream_key(store, "minhash_signatures", s) for s in sorted(shards)}
     key = _key(INDEX_ASSET, cfg, ("dedup",), upstream)
+    config = _key(INDEX_ASSET, cfg, ("dedup",))  # what decides whether an old index can be extended
     with store.lock(INDEX_ASSET):
         if hit := store.cached(INDEX_ASSET, None, key):
             return hit
-        parts = []
-        for s in sorted(shards):
-            t = read_table(store.part("minhash_signatures", s))
-            parts.append(t.append_column("shard", pa.array([s] * t.num_rows, pa.string())))
-        table = pa.concat_tables(parts) if parts else None
-        n = table.num_rows if table is not None else 0
-        doc_ids = table["doc_id"].to_pylist() if n else []
-        sources = table["source"].to_pylist() if n else []
-        doc_shards = table["shard"].to_pylist() if n else []
-        sigs = _signatures(table, d.num_perm) if n else np.empty((0, d.num_perm), np.uint32)
-        clusters = lsh_clusters(sigs, doc_ids, d)
-        removed = clusters.to_remove
-        near = pa.table({
-            "doc_id": [doc_ids[i] for i in removed],
-            "shard": [doc_shards[i] for i in removed],
-            "keeper_doc_id": [doc_ids[clusters.keeper[i]] for i in removed],
-            "keeper_source": [sources[clusters.keeper[i]] for i in removed],
-        }, schema=pa.schema([("doc_id", pa.string()), ("shard", pa.string()),
-                             ("keeper_doc_id", pa.string()), ("keeper_source", pa.string())]))
-        survivors = np.setdiff1d(np.arange(n), removed)
-        para_lists = table["paragraph_hashes"].to_pylist() if n else []
-        char_lists = table["line_chars"].to_pylist() if n else []
-        pdrops, too_short = paragraph_drops(
-            [doc_ids[i] for i in survivors], [para_lists[i] for i in survivors],
-            [char_lists[i] for i in survivors], d.min_chars_after_paragraph_dedup,
-        ) if d.paragraph_dedup else ({}, set())
-        pd_rows = [(doc_ids[survivors[k]], doc_shards[survivors[k]], v, k in too_short) for k, v in sorted(pdrops.items())]
-        paragraphs = pa.table({
-            "doc_id": [r[0] for r in pd_rows], "shard": [r[1] for r in pd_rows],
-            "line_indices": pa.array([r[2] for r in pd_rows], pa.list_(pa.int32())),
-            "reject": pa.array([r[3] for r in pd_rows], pa.bool_()),
-        }, schema=pa.schema([("doc_id", pa.string()), ("shard", pa.string()),
-                             ("line_indices", pa.list_(pa.int32())), ("reject", pa.bool_())]))
-        # Per-shard digest of the decisions: deduped_documents of a shard is cached on it.
-        near_by_shard: dict[str, list] = {s: [] for s in upstream}
-        for a, sh, b in zip(near["doc_id"].to_pylist(), near["shard"].to_pylist(), near["keeper_doc_id"].to_pylist()):
-            near_by_shard[sh].append((a, b))
-        para_by_shard: dict[str, list] = {s: [] for s in upstream}
-        for doc, sh, lines, reject in pd_rows:
-            para_by_shard[sh].append((doc, lines, reject))
-        digests = {s: cache_key(sorted(near_by_shard[s]), sorted(para_by_shard[s])) for s in upstream}
-        stats = StageStats(
-            key=key, docs_in=n, docs_out=n - len(removed), rejected=len(removed),
-            drops={"near_duplicate": len(removed)},
-            extra={"shards": len(upstream), "clusters": clusters.n_clusters,
-                   "paragraph_docs": len(pd_rows), "paragraphs_removed": sum(len(r[2]) for r in pd_rows),
-                   "shard_digests": digests, "shard_inputs": upstream, "bands": d.bands, "rows": d.rows},
-        )
-        store.commit(INDEX_ASSET, None, stats, {"near_duplicates.parquet": near, "paragraph_drops.parquet": paragraphs})
+        prev = store.manifest(INDEX_ASSET)
+        previous = store.dir(INDEX_ASSET) if prev and prev["stats"]["extra"].get("index_config") == config else None
+        inputs = [ShardInput(s, store.part("minhash_signatures", s), k) for s, k in upstream.items()]
+        scratch = Path(tempfile.mkdtemp(dir=store.staging(), prefix="dedup_index."))
+        try:
+            res = build_index(inputs, d, scratch, previous, d.workers)
+            names = sorted(p.name for p in scratch.iterdir())
+
+            def move(directory: Path) -> list[str]:
+                for name in names:
+                    shutil.move(str(scratch / name), directory / name)
+                return names
+
+            stats = StageStats(
+                key=key, docs_in=res.docs, docs_out=res.docs - res.removed, rejected=res.removed,
+                drops={"near_duplicate": res.removed},
+                extra={"shards": len(upstream), "clusters": res.clusters, "paragraph_docs": res.paragraph_docs,
+                       "paragraphs_removed": res.paragraphs_removed, "incremental": res.incremental,
+                       "shard_digests": res.digests, "shard_inputs": upstream, "bands": d.bands, "rows": d.rows,
+                       "index_config": config},
+            )
+            store.commit(INDEX_ASSET, None, stats, {}, write=move)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         return stats
 
 
@@ -142,10 +127,9 @@ def deduped_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats
             return hit
         docs = read_table(store.part("filtered_documents", shard))
         idir = store.dir(INDEX_ASSET)
-        near = read_table(idir / "near_duplicates.parquet").to_pylist()
-        near = {r["doc_id"]: r for r in near if r["shard"] == shard}
-        para = {r["doc_id"]: r for r in read_table(idir / "paragraph_drops.parquet").to_pylist()
-                if r["shard"] == shard}
+        # only this shard's rows of the index (row-group statistics skip the others)
+        near = {r["doc_id"]: r for r in read_shard_rows(idir / "near_duplicates.parquet", shard).to_pylist()}
+        para = {r["doc_id"]: r for r in read_shard_rows(idir / "paragraph_drops.parquet", shard).to_pylist()}
         min_chars = cfg.dedup.min_chars_after_paragraph_dedup
         keep_rows, rejections, removed_lines = [], [], 0
         for row in docs.to_pylist():
@@ -175,22 +159,29 @@ def deduped_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats
 
 
 def near_duplicate_sample_pairs(store: DataStore, shards: Sequence[str], cfg: YunqueConfig, seed: int = 0):
-    """Pairs among a sample of kept documents whose estimated Jaccard >= check_jaccard."""
+    """Pairs among a sample of kept documents whose estimated Jaccard >= check_jaccard.
+    Reads doc_ids to find the kept rows, then only the sampled rows' signatures, shard by
+    shard: memory is the sample's, not the corpus' signatures."""
     d = cfg.dedup
-    idir = store.dir(INDEX_ASSET)
-    removed = set(read_table(idir / "near_duplicates.parquet", ["doc_id"])["doc_id"].to_pylist())
-    ids, sigs = [], []
+    removed = read_table(store.dir(INDEX_ASSET) / "near_duplicates.parquet", ["doc_id"])["doc_id"]
+    kept: list[tuple[str, np.ndarray]] = []
     for s in sorted(shards):
-        t = read_table(store.part("minhash_signatures", s), ["doc_id", "signature"])
-        keep = [i for i, x in enumerate(t["doc_id"].to_pylist()) if x not in removed]
-        t = t.take(pa.array(keep, pa.int64()))
-        ids += t["doc_id"].to_pylist()
-        if t.num_rows:
-            sigs.append(_signatures(t, d.num_perm))
-    if not ids:
+        ids = read_table(store.part("minhash_signatures", s), ["doc_id"])["doc_id"]
+        kept.append((s, np.flatnonzero(~pc.is_in(ids, value_set=removed).to_numpy(zero_copy_only=False))))
+    total = sum(k.size for _, k in kept)
+    if not total:
         return 0, []
-    allsig = np.concatenate(sigs)
     rng = np.random.default_rng(seed)
-    pick = np.sort(rng.choice(len(ids), size=min(d.check_sample_size, len(ids)), replace=False))
-    pairs = estimated_jaccard_pairs(allsig[pick], d.check_jaccard)
-    return len(pick), [(ids[pick[i]], ids[pick[j]], est) for i, j, est in pairs]
+    pick = np.sort(rng.choice(total, size=min(d.check_sample_size, total), replace=False))
+    ids_out: list[str] = []
+    sigs: list[np.ndarray] = []
+    first = 0
+    for s, rows in kept:
+        mine = pick[(pick >= first) & (pick < first + rows.size)] - first
+        first += rows.size
+        if mine.size:
+            t = read_table(store.part("minhash_signatures", s), ["doc_id", "signature"]).take(pa.array(rows[mine]))
+            ids_out += t["doc_id"].to_pylist()
+            sigs.append(_signatures(t, d.num_perm))
+    pairs = estimated_jaccard_pairs(np.concatenate(sigs), d.check_jaccard)
+    return len(pick), [(ids_out[i], ids_out[j], est) for i, j, est in pairs]

@@ -280,3 +280,4 @@ def test_failed_checks_say_so_and_name_what_failed(graph) -> None:
     assert not words.passed and words.description.startswith("FAILED: es needs")
     fine = _check(run((), checks=("tokens_per_word",), **{"tokenizer.max_tokens_per_word": 50.0}), "tokens_per_word")
     assert fine.passed and "within the limit" in fine.description
+

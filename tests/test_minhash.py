@@ -30,8 +30,8 @@ def random_text(rng: np.random.Generator, words: list[str], n: int) -> str:
 
 
 def datasketch_signature(text: str) -> np.ndarray:
-    """The reference: datasketch's legacy scheme over our shingle hashes (identity hashfunc)."""
-    m = MinHash(num_perm=CFG.num_perm, seed=CFG.seed, scheme="legacy", hashfunc=lambda x: x)
+    """The reference: datasketch's affine32 scheme over our shingle hashes (identity hashfunc)."""
+    m = MinHash(num_perm=CFG.num_perm, seed=CFG.seed, scheme="affine32", hashfunc=lambda x: x)
     h = shingle_hashes(normalize_for_dedup(text), CFG.ngram)
     if h.size:
         m.update_batch(h.tolist())
@@ -65,9 +65,9 @@ def test_signatures_equal_datasketch(words: list[str]) -> None:
         "Él está AQUÍ, con 3 gatos y un perro; ¿vendrá mañana?",
     ]
     rng.shuffle(texts)
-    # A small chunk so that batching flushes several times and the huge document is
-    # processed in slices; the default chunk must give the same answer.
-    small = compute_signatures(texts, CFG, chunk_shingles=256)
+    # Small chunks and batches so that permuting flushes several times, the huge document
+    # is processed in slices and documents span batches; the defaults must agree.
+    small = compute_signatures(texts, CFG, chunk_shingles=256, batch_docs=3)
     default = compute_signatures(texts, CFG)
     assert small.shape == (len(texts), CFG.num_perm) and small.dtype == np.uint32
     np.testing.assert_array_equal(small, default)
@@ -77,7 +77,7 @@ def test_signatures_equal_datasketch(words: list[str]) -> None:
 
 def test_minhash_of_hashes_equals_datasketch() -> None:
     h = np.unique(np.random.default_rng(2).integers(0, 1 << 32, 500, dtype=np.uint64))
-    m = MinHash(num_perm=CFG.num_perm, seed=CFG.seed, scheme="legacy", hashfunc=lambda x: x)
+    m = MinHash(num_perm=CFG.num_perm, seed=CFG.seed, scheme="affine32", hashfunc=lambda x: x)
     m.update_batch(h.tolist())
     np.testing.assert_array_equal(minhash_of_hashes(h, CFG.num_perm, CFG.seed), m.hashvalues)
     empty = minhash_of_hashes(np.empty(0, dtype=np.uint64), CFG.num_perm, CFG.seed)
@@ -93,8 +93,9 @@ def test_short_text_gets_one_shingle() -> None:
 
 
 def test_normalisation() -> None:
-    got = normalize_for_dedup("Hola, MUNDO! Año 2024 costó 3,50 € — café_con leche ¿Qué?")
-    assert got == ["hola", "mundo", "ano", "0", "costo", "0", "cafe", "con", "leche", "que"]
+    got = normalize_for_dedup("Hola, MUNDO! Año 2024 costó 3,50 € — café_con leche ¿Qué? v2.10b")
+    # every run of digits is one "0"; "_" and punctuation separate words
+    assert got == ["hola", "mundo", "ano", "0", "costo", "0", "0", "cafe", "con", "leche", "que", "v0", "0b"]
     # case, digits, punctuation and accents do not change the signature
     a = "El Administrador revisó los 12 registros, cada SEMANA: ¡sin excepción!"
     b = "el administrador reviso los 7 registros cada semana sin excepcion"
@@ -102,6 +103,25 @@ def test_normalisation() -> None:
     np.testing.assert_array_equal(sa, sb)
     # non-Latin scripts survive (only Latin accents are folded)
     assert normalize_for_dedup("Ελληνικά über") == ["ελληνικά", "uber"]
+
+
+def test_batch_words_follow_the_definition() -> None:
+    """The numpy byte passes give exactly the words and hashes of the Python definition,
+    on text that exercises each of them: multi-byte punctuation and symbols, other
+    scripts, 3- and 4-byte characters, combining marks, folded and unfolded letters,
+    digit runs (also across a document boundary), empty and null documents."""
+    import pyarrow as pa
+
+    from pipelines.data.words import batch_words, word_hash
+
+    texts = ["Él está AQUÍ, con 3 gatos; ¿vendrá mañana? «Sí» — 12,5 %", "", None, "0",
+             "99 ÆØÅ æøå ĳ Œuvre ǅ Ḁ ß ﬁ x²", "Ελληνικά über 東京タワー 🙂emoji😀 𝒜𝒷 नमस्ते", "e\u0301 café\u0301",
+             "tab\tand\nnew_line v1.2.3 ...", "7"]
+    hashes, offsets = batch_words(pa.array(texts, pa.string()))
+    want = [normalize_for_dedup(t or "") for t in texts]
+    assert np.diff(offsets).tolist() == [len(w) for w in want]
+    assert hashes.tolist() == [word_hash(w) for ws in want for w in ws]
+    assert len(set(hashes.tolist())) == len({w for ws in want for w in ws})
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t", "¡¿...!?", "— · —"])

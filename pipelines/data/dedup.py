@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
+import pyarrow as pa
 import xxhash
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from pipelines.config import DedupConfig
+from pipelines.data.lsh_index import band_keys, bucket_edges, components, keepers, sort_band
 from pipelines.data.minhash import EMPTY
 
 _WS = re.compile(r"\s+")
@@ -40,68 +41,19 @@ class Clusters:
         return int(np.unique(self.labels[self.labels >= 0]).size)
 
 
-_FMIX1, _FMIX2, _S33 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53), np.uint64(33)
-
-
-def band_keys(sigs: np.ndarray, cfg: DedupConfig) -> np.ndarray:
-    """(n, bands) uint64 bucket keys: a hash of each band's `rows` signature values.
-
-    Vectorised (murmur3's fmix64 after xor-ing in each value) instead of one xxh3 call per
-    document and band: 7x faster at 200k documents. Like xxh3 it is a 64-bit key, so two
-    different bands share one with probability about 2^-64."""
-    n = sigs.shape[0]
-    s = np.ascontiguousarray(sigs, dtype=np.uint32).reshape(n, cfg.bands, cfg.rows)
-    keys = np.empty((n, cfg.bands), dtype=np.uint64)
-    keys[:] = np.arange(cfg.bands, dtype=np.uint64)  # the band index seeds its keys
-    for j in range(cfg.rows):
-        keys ^= s[:, :, j]
-        keys ^= keys >> _S33
-        keys *= _FMIX1
-        keys ^= keys >> _S33
-        keys *= _FMIX2
-        keys ^= keys >> _S33
-    return keys
-
-
-def lsh_clusters(sigs: np.ndarray, doc_ids: Sequence[str], cfg: DedupConfig) -> Clusters:
-    """Connected components of "shares at least one LSH bucket"; keeper = min doc_id."""
+def lsh_clusters(sigs: np.ndarray, doc_ids: Sequence[str] | pa.Array, cfg: DedupConfig) -> Clusters:
+    """Connected components of "shares at least one LSH bucket"; keeper = min doc_id.
+    In memory, for signatures at hand; `stages.dedup` runs the same steps band by band
+    from the signature files (`pipelines.data.lsh_index`)."""
     n = sigs.shape[0]
     if sigs.shape[1] != cfg.num_perm:
         raise ValueError(f"signatures have {sigs.shape[1]} values, config expects {cfg.num_perm}")
-    ids = np.asarray(doc_ids, dtype=object)
-    if n == 0:
-        return Clusters(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
-    valid = ~(sigs == EMPTY).all(axis=1)  # documents without shingles join no bucket
     keys = band_keys(sigs, cfg)
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    idx = np.flatnonzero(valid)
-    for b in range(cfg.bands):
-        k = keys[idx, b]
-        order = np.argsort(k, kind="stable")
-        ks = k[order]
-        # first member of each bucket run; link every member to it
-        starts = np.r_[True, ks[1:] != ks[:-1]]
-        first = order[np.maximum.accumulate(np.where(starts, np.arange(ks.size), 0))]
-        linked = first != order
-        rows.append(idx[order[linked]])
-        cols.append(idx[first[linked]])
-    r = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
-    c = np.concatenate(cols) if cols else np.empty(0, dtype=np.int64)
-    graph = coo_matrix((np.ones(r.size, dtype=np.int8), (r, c)), shape=(n, n))
-    _, comp = connected_components(graph, directed=False)
-    sizes = np.bincount(comp)
-    labels = np.where(sizes[comp] > 1, comp, -1)
-    keeper = np.arange(n)
-    multi = np.flatnonzero(labels >= 0)
-    if multi.size:
-        # keeper per component: the member with the smallest doc_id
-        order = sorted(multi.tolist(), key=lambda i: (comp[i], ids[i]))
-        best: dict[int, int] = {}
-        for i in order:
-            best.setdefault(int(comp[i]), i)
-        keeper[multi] = [best[int(comp[i])] for i in multi]
-    return Clusters(labels=labels, keeper=keeper)
+    rows = np.arange(n, dtype=np.int64)
+    edges = [bucket_edges(*sort_band(keys[:, b], rows)) for b in range(cfg.bands)]
+    labels = components(n, edges)
+    ids = doc_ids if isinstance(doc_ids, pa.Array) else pa.array(list(doc_ids), pa.string())
+    return Clusters(labels=labels, keeper=keepers(labels, ids))
 
 
 def paragraph_hashes(text: str, min_chars: int) -> list[int]:
@@ -116,44 +68,85 @@ def paragraph_hashes(text: str, min_chars: int) -> list[int]:
     return out
 
 
+def batch_paragraphs(texts: pa.Array | pa.ChunkedArray, min_chars: int) -> tuple[pa.Array, pa.Array]:
+    """`paragraph_hashes` and the characters of each stripped line, for a whole column at
+    once: (list<uint64>, list<int32>) per text. Lines are normalised in polars (Rust's
+    Unicode `\\s`, like Python's); only distinct long lines are hashed, once each."""
+    s = pl.Series(texts).fill_null("").str.split("\n")
+    flat = s.explode(empty_as_null=False)
+    stripped = flat.str.strip_chars()
+    norm = flat.str.replace_all(r"\s+", " ").str.strip_chars().str.to_lowercase()
+    long = norm.str.len_chars() >= min_chars
+    distinct = norm.filter(long).unique()
+    hashes = [xxhash.xxh3_64_intdigest(t.encode()) or 1 for t in distinct.to_list()]
+    lookup = pl.DataFrame({"norm": distinct, "h": pl.Series(hashes, dtype=pl.UInt64)})
+    h = (pl.DataFrame({"norm": norm}).with_row_index().join(lookup, on="norm", how="left")
+         .sort("index")["h"].fill_null(0))
+    offsets = np.zeros(len(s) + 1, dtype=np.int32)
+    np.cumsum(s.list.len().to_numpy(), out=offsets[1:])
+    off = pa.array(offsets)
+    return (pa.ListArray.from_arrays(off, pa.array(h.to_numpy(), pa.uint64())),
+            pa.ListArray.from_arrays(off, pa.array(stripped.str.len_chars().to_numpy().astype(np.int32))))
+
+
+def paragraph_decisions(docs: pl.DataFrame, min_chars: int) -> pl.DataFrame:
+    """Columnar paragraph dedup. `docs`: one row per document with `doc` (any integer id),
+    `rank` (order of its doc_id, distinct), `paragraph_hashes` (list[u64], 0: not deduped)
+    and `line_chars` (list[i32], same length; null: no rejection by length). Returns
+    (doc, line_indices (sorted), reject) for documents that lose lines.
+
+    A line is dropped when its hash is held by a document of smaller rank that is kept; a
+    document left with fewer than `min_chars` characters is rejected and does not hold its
+    hashes. That is a sequential definition (a rejection frees hashes for later documents,
+    which may then keep enough text); it is evaluated here as a fixpoint over whole
+    columns: each round recomputes every decision from the previous round's rejections.
+    A document's decision depends only on smaller ranks, so after round k the k smallest
+    "layers" are final and the loop ends in as many rounds as the longest such chain (in
+    practice two or three), with exactly the sequential result."""
+    lines = (docs.with_columns(line=pl.int_ranges(pl.col("paragraph_hashes").list.len(), dtype=pl.Int32))
+             .explode(["paragraph_hashes", "line_chars", "line"], empty_as_null=False)
+             .drop_nulls("line")
+             .rename({"paragraph_hashes": "hash", "line_chars": "chars"}))
+    total = lines.group_by("doc").agg(total=pl.col("chars").sum())
+    held = lines.filter(pl.col("hash") != 0).select("doc", "rank", "line", "hash", "chars")
+    rejected = pl.Series("doc", [], dtype=docs["doc"].dtype)
+    while True:
+        holders = (held.filter(~pl.col("doc").is_in(rejected.implode()))
+                   .group_by("hash").agg(first=pl.col("rank").min()))
+        drops = held.join(holders, on="hash").filter(pl.col("rank") > pl.col("first"))
+        per_doc = (drops.group_by("doc").agg(pl.col("line").sort().alias("line_indices"),
+                                              dropped=pl.col("chars").sum())
+                   .join(total, on="doc", how="left"))
+        short = (pl.col("total") - pl.col("dropped")) < min_chars
+        per_doc = per_doc.with_columns(reject=short.fill_null(False))
+        now = per_doc.filter("reject")["doc"].sort()
+        if now.equals(rejected.sort()):
+            return per_doc.select("doc", "line_indices", "reject").sort("doc")
+        rejected = now
+
+
 def paragraph_drops(
     doc_ids: Sequence[str],
     hashes: Sequence[Sequence[int]],
     line_chars: Sequence[Sequence[int]] | None = None,
     min_chars: int = 0,
 ) -> tuple[dict[int, list[int]], set[int]]:
-    """({document index: [line indices to drop]}, {documents to reject as too short}).
-
-    A line is dropped when its hash already occurs in a document with a smaller doc_id.
-    A document left with fewer than `min_chars` characters (sum of `line_chars` of its
-    remaining lines) is rejected whole, and then does *not* claim its own paragraphs: a
-    later copy keeps them, so no paragraph disappears from the kept set because its first
-    holder was dropped. Repeats inside one document are left to the Gopher repetition
-    filter."""
+    """({document index: [line indices to drop]}, {documents to reject as too short}):
+    `paragraph_decisions` on Python lists (the first holder by doc_id keeps a paragraph;
+    a document rejected as too short does not claim its paragraphs; repeats inside one
+    document are left to the Gopher repetition filter)."""
+    if not doc_ids:
+        return {}, set()
     order = sorted(range(len(doc_ids)), key=lambda i: doc_ids[i])
-    seen: set[int] = set()
-    drops: dict[int, list[int]] = {}
-    rejected: set[int] = set()
-    for i in order:
-        mine: set[int] = set()
-        dup: list[int] = []
-        for j, h in enumerate(hashes[i]):
-            if h == 0:
-                continue
-            if h in seen:
-                dup.append(j)
-            else:
-                mine.add(h)
-        if dup:
-            drops[i] = dup
-            if line_chars is not None:
-                gone = set(dup)
-                left = sum(c for j, c in enumerate(line_chars[i]) if j not in gone)
-                if left < min_chars:
-                    rejected.add(i)
-                    continue
-        seen |= mine
-    return drops, rejected
+    rank = np.empty(len(doc_ids), dtype=np.int64)
+    rank[order] = np.arange(len(doc_ids))
+    chars = line_chars if line_chars is not None else [[0] * len(h) for h in hashes]
+    df = pl.DataFrame({"doc": np.arange(len(doc_ids)), "rank": rank,
+                       "paragraph_hashes": pl.Series([list(h) for h in hashes], dtype=pl.List(pl.UInt64)),
+                       "line_chars": pl.Series([list(c) for c in chars], dtype=pl.List(pl.Int32))})
+    out = paragraph_decisions(df, min_chars if line_chars is not None else 0)
+    drops = dict(zip(out["doc"].to_list(), out["line_indices"].to_list()))
+    return drops, set(out.filter("reject")["doc"].to_list())
 
 
 def drop_lines(text: str, line_indices: Sequence[int]) -> str:

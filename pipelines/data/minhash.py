@@ -1,190 +1,193 @@
-"""MinHash signatures over word n-grams, with datasketch's permutations.
+"""MinHash signatures over word n-grams, vectorised over whole batches of documents.
 
-datasketch's `MinHash.update_batch` hashes every shingle in a Python loop (sha1 by
-default). We produce the same kind of signature much faster by
-  1. normalising text once (lowercase, digits -> 0, punctuation removed, Latin accents
-     folded: the recall-oriented normalisation datatrove also applies),
-  2. hashing each distinct *word* once (xxh3) and combining n consecutive word hashes into
-     a 32-bit shingle hash with vectorised numpy,
-  3. applying datasketch's own permutation parameters with its "legacy" scheme (the
-     universal hash `((h * a + b) % (2^61 - 1)) & (2^32 - 1)` that FineWeb/datatrove also
-     use; datasketch 2.0 defaults to "affine32") to many documents at once and reducing
-     with `np.minimum.reduceat`.
-`tests/test_minhash.py` checks that step 3 equals `datasketch.MinHash.update_batch` on
-the same shingle hashes, bit for bit.
+Where the time went before (per-document Python: regex, a word-hash dict, numpy calls of a
+few hundred elements) it now goes into a handful of columnar calls per batch:
+  1-2. normalise and hash every word of the batch from its UTF-8 bytes
+     (`pipelines.data.words`: lowercase, words = alphanumeric runs, digit runs -> "0",
+     Latin accents folded; the recall-oriented normalisation datatrove also applies);
+  3. combine n consecutive word hashes into 32-bit shingle hashes over the flattened word
+     array of the whole batch (documents' offsets mark where windows may not cross);
+  4. permute with datasketch 2.0's default "affine32" scheme (murmur3 fmix32 pre-mix once
+     per shingle, then `a * h + b mod 2^32` in uint32: two cheap ops per permutation, a
+     bijection) with datasketch's own (a, b) for the seed, and reduce per document with
+     `np.minimum.reduceat`.
+`tests/test_minhash.py` checks that step 4 equals `datasketch.MinHash(scheme="affine32")
+.update_batch` on the same shingle hashes bit for bit, and that steps 1-3 equal the
+pure-Python definition `normalize_for_dedup` + `word_hash` + `shingle_hashes`: signatures stay
+compatible with datasketch's permutations (given our shingle hashes as its input).
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 import numpy as np
-import xxhash
+import pyarrow as pa
 from datasketch import MinHash
 
 from pipelines.config import DedupConfig
+from pipelines.data.words import batch_words, normalize_for_dedup, word_hash
 
-_MERSENNE = np.uint64((1 << 61) - 1)
+__all__ = ["EMPTY", "compute_signatures", "minhash_of_hashes", "normalize_for_dedup", "shingle_hashes"]
+
+SCHEME = "affine32"
 _MAX_HASH = np.uint64((1 << 32) - 1)
-_S61 = np.uint64(61)
-_DIGITS = re.compile(r"\d+(?:[.,]\d+)?")
-# A word is a run of \w without "_": the same tokens as replacing [^\w\s]+ and "_" by
-# spaces and splitting, in one regex pass instead of a substitution and a split.
-_WORD = re.compile(r"[^\W_]+")
 # Sentinel for documents without any shingle: never put into LSH buckets.
 EMPTY = int(_MAX_HASH)
-
-
-def _accent_table() -> dict[int, str]:
-    table: dict[int, str] = {}
-    for cp in range(0xC0, 0x250):
-        ch = chr(cp)
-        base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
-        if base and base != ch and base.isascii():
-            table[cp] = base
-    return table
-
-
-_ACCENTS = _accent_table()
-
-
-def _raw_words(text: str) -> list[str]:
-    """`normalize_for_dedup` without the accent folding, which `shingle_hashes` applies
-    once per distinct word instead of once per character of every text."""
-    return _WORD.findall(_DIGITS.sub("0", text.lower()))
-
-
-def normalize_for_dedup(text: str) -> list[str]:
-    """Words of `text` after recall-oriented normalisation."""
-    # Folding maps Latin letters to ASCII letters, so it can go before tokenising.
-    return _WORD.findall(_DIGITS.sub("0", text.lower()).translate(_ACCENTS))
+_MUL = np.uint64(0x9E3779B97F4A7C15)
+_FMIX32 = (np.uint32(16), np.uint32(0x85EBCA6B), np.uint32(13), np.uint32(0xC2B2AE35))
+# Documents per batch: bounds memory (the batch's bytes, words and shingles) at any corpus
+# size, and keeps the byte passes of `batch_words` near the cache.
+BATCH_DOCS = 2048
+BATCH_BYTES = 4 << 20
 
 
 @lru_cache(maxsize=16)
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """datasketch's permutation parameters (a, b) for this (num_perm, seed)."""
-    a, b = MinHash(num_perm=num_perm, seed=seed, scheme="legacy").permutations
-    return a.astype(np.uint64), b.astype(np.uint64)
+    """datasketch's affine32 permutation parameters (a, b) for this (num_perm, seed)."""
+    a, b = MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
+    return a.astype(np.uint32), b.astype(np.uint32)
 
 
-class WordHashes(dict[str, int]):
-    """word -> xxh3 of its accent-folded form, computed on first lookup. Folding is
-    idempotent, so words from `normalize_for_dedup` and `_raw_words` hash the same."""
-
-    def __missing__(self, w: str) -> int:
-        h = self[w] = xxhash.xxh3_64_intdigest(w.translate(_ACCENTS).encode())
-        return h
-
-
-def shingle_hashes(words: Sequence[str], ngram: int, cache: WordHashes | None = None) -> np.ndarray:
-    """32-bit hashes (as uint64) of the word n-grams of `words`; a text shorter than
-    `ngram` words yields one shingle of all its words, an empty one none."""
-    if not words:
-        return np.empty(0, dtype=np.uint64)
-    cache = WordHashes() if cache is None else cache
-    # map over the C-level __getitem__: no Python frame per word unless it is new
-    wh = np.fromiter(map(cache.__getitem__, words), dtype=np.uint64, count=len(words))
-    n = min(ngram, len(words))
-    # Polynomial combination of n word hashes; uint64 arithmetic wraps, which is what we
-    # want. The per-position odd multipliers make "a b" and "b a" differ.
-    acc = np.zeros(len(words) - n + 1, dtype=np.uint64)
+def _combine(wh: np.ndarray, n: int, starts: np.ndarray) -> np.ndarray:
+    """uint64 hash of the n words from each of `starts` in `wh`: a polynomial with an odd
+    multiplier (so "a b" and "b a" differ), wrapping mod 2^64, then a splitmix64 finaliser
+    so the low 32 bits are well mixed."""
+    acc = np.zeros(starts.size, dtype=np.uint64)
     for j in range(n):
-        acc = acc * np.uint64(0x9E3779B97F4A7C15) + wh[j : len(wh) - n + 1 + j]
-    # Final avalanche (splitmix64 finaliser) so the low 32 bits are well mixed.
+        acc = acc * _MUL + wh[starts + j]
+    return _finalise(acc)
+
+
+def _combine_all(wh: np.ndarray, n: int) -> np.ndarray:
+    """`_combine(wh, n, arange(len(wh) - n + 1))` on contiguous slices."""
+    m = wh.size - n + 1
+    acc = wh[:m].copy()
+    for j in range(1, n):
+        acc *= _MUL
+        acc += wh[j : j + m]
+    return _finalise(acc)
+
+
+def _finalise(acc: np.ndarray) -> np.ndarray:
     acc ^= acc >> np.uint64(30)
     acc *= np.uint64(0xBF58476D1CE4E5B9)
     acc ^= acc >> np.uint64(27)
     acc *= np.uint64(0x94D049BB133111EB)
     acc ^= acc >> np.uint64(31)
-    return np.unique(acc & _MAX_HASH)
+    return acc & _MAX_HASH
 
 
-def _permuted_low32(
-    h: np.ndarray, a: np.ndarray, b: np.ndarray, work: tuple[np.ndarray, np.ndarray, np.ndarray]
-) -> np.ndarray:
-    """(num_perm, h.size) uint32: ((h * a + b) mod (2^61 - 1)) & (2^32 - 1), datasketch's
-    legacy permutation, computed in preallocated cache-sized buffers.
-
-    uint64 `%` is a hardware division per element; since 2^61 == 1 (mod 2^61 - 1),
-    x mod p is (x & p) + (x >> 61) minus p at most once, all cheap element-wise ops."""
-    buf, tmp, low = (w[:, : h.size] for w in work)
-    np.multiply(a[:, None], h[None, :], out=buf)  # wraps mod 2^64, as datasketch's does
-    buf += b[:, None]
-    np.right_shift(buf, _S61, out=tmp)
-    buf &= _MERSENNE
-    buf += tmp
-    np.subtract(buf, _MERSENNE, out=tmp)  # wraps to above buf unless buf >= p
-    np.minimum(buf, tmp, out=buf)
-    np.copyto(low, buf, casting="unsafe")  # uint64 -> uint32 keeps the low 32 bits
-    return low
+def shingle_hashes(words: Sequence[str], ngram: int) -> np.ndarray:
+    """32-bit hashes (as uint64, sorted, distinct) of the word n-grams of `words`; a text
+    shorter than `ngram` words yields one shingle of all its words, an empty one none."""
+    if not words:
+        return np.empty(0, dtype=np.uint64)
+    wh = np.fromiter(map(word_hash, words), dtype=np.uint64, count=len(words))
+    n = min(ngram, len(words))
+    return np.unique(_combine(wh, n, np.arange(len(words) - n + 1)))
 
 
-def _work_buffers(num_perm: int, chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    u64 = np.empty((2, num_perm, chunk), dtype=np.uint64)
-    return u64[0], u64[1], np.empty((num_perm, chunk), dtype=np.uint32)
+def _fmix32(h: np.ndarray) -> np.ndarray:
+    s1, m1, s2, m2 = _FMIX32
+    h = h ^ (h >> s1)
+    h *= m1
+    h ^= h >> s2
+    h *= m2
+    return h ^ (h >> s1)
+
+
+def _permuted(h32: np.ndarray, a: np.ndarray, b: np.ndarray, buf: np.ndarray) -> np.ndarray:
+    """(num_perm, h32.size) uint32: a * fmix32(h) + b, wrapping mod 2^32 (affine32)."""
+    out = buf[:, : h32.size]
+    np.multiply(a[:, None], _fmix32(h32)[None, :], out=out)
+    out += b[:, None]
+    return out
 
 
 def minhash_of_hashes(hashes: np.ndarray, num_perm: int, seed: int) -> np.ndarray:
-    """Signature of one shingle-hash set, exactly as datasketch computes it."""
+    """Signature of one shingle-hash set, exactly as datasketch's affine32 computes it."""
     a, b = permutations(num_perm, seed)
-    if hashes.size == 0:
-        return np.full(num_perm, EMPTY, dtype=np.uint32)
-    h = np.asarray(hashes, dtype=np.uint64)
-    chunk = 4096
-    work = _work_buffers(num_perm, min(h.size, chunk))
     sig = np.full(num_perm, EMPTY, dtype=np.uint32)
-    for s in range(0, h.size, chunk):
-        np.minimum(sig, _permuted_low32(h[s : s + chunk], a, b, work).min(axis=1), out=sig)
+    h = np.asarray(hashes, dtype=np.uint64).astype(np.uint32)
+    buf = np.empty((num_perm, min(max(h.size, 1), 8192)), dtype=np.uint32)
+    for s in range(0, h.size, buf.shape[1]):
+        np.minimum(sig, _permuted(h[s : s + buf.shape[1]], a, b, buf).min(axis=1), out=sig)
     return sig
 
 
-def compute_signatures(
-    texts: Sequence[str], cfg: DedupConfig, chunk_shingles: int = 4096
-) -> np.ndarray:
+def batch_shingles(wh: np.ndarray, offsets: np.ndarray, ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    """(uint32 shingle hashes of a batch, flattened (repeats within a document kept: the
+    minimum does not care); int64 shingle offsets per document)."""
+    counts = np.diff(offsets)
+    n_sh = np.where(counts >= ngram, counts - ngram + 1, np.minimum(counts, 1))
+    sh_off = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(n_sh, out=sh_off[1:])
+    # word position of every shingle's first word: document start + 0..n_sh-1
+    doc_of = np.repeat(np.arange(counts.size), n_sh)
+    starts = offsets[doc_of] + (np.arange(sh_off[-1]) - sh_off[doc_of])
+    short = np.flatnonzero((counts > 0) & (counts < ngram))
+    if short.size == 0 and wh.size >= ngram:
+        # every window at once over contiguous slices (no gathers), then the valid starts
+        return _combine_all(wh, ngram)[starts].astype(np.uint32), sh_off
+    out = np.empty(sh_off[-1], dtype=np.uint64)
+    full = counts[doc_of] >= ngram
+    out[full] = _combine(wh, ngram, starts[full])
+    for k in np.unique(counts[short]):  # short texts: one shingle of all words
+        sel = counts[doc_of] == k
+        out[sel] = _combine(wh, int(k), starts[sel])
+    return out.astype(np.uint32), sh_off
+
+
+def _signatures_of_shingles(h32: np.ndarray, sh_off: np.ndarray, num_perm: int, seed: int,
+                            chunk: int) -> np.ndarray:
+    """(documents, num_perm) minima of the permuted shingles of each document, permuting
+    `chunk` shingles at a time (112 x 8192 x 4 bytes = 3.7 MB: stays in cache)."""
+    a, b = permutations(num_perm, seed)
+    n_docs = sh_off.size - 1
+    out = np.full((n_docs, num_perm), EMPTY, dtype=np.uint32)
+    has = np.flatnonzero(np.diff(sh_off) > 0)
+    doc_starts = sh_off[has]
+    buf = np.empty((num_perm, chunk), dtype=np.uint32)
+    for s in range(0, h32.size, chunk):
+        e = min(s + chunk, h32.size)
+        # segments of this chunk: its start (maybe mid-document) and every document start inside
+        lo, hi = np.searchsorted(doc_starts, [s, e])
+        seg = np.unique(np.r_[s, doc_starts[lo:hi]]) - s
+        docs = has[np.searchsorted(doc_starts, seg + s, side="right") - 1]
+        mins = np.minimum.reduceat(_permuted(h32[s:e], a, b, buf), seg, axis=1).T
+        out[docs] = np.minimum(out[docs], mins)
+    return out
+
+
+def _batches(texts: Sequence[str] | pa.Array | pa.ChunkedArray, max_docs: int,
+             max_bytes: int = BATCH_BYTES) -> Iterator[pa.Array]:
+    """Slices of at most `max_docs` documents and about `max_bytes` of text (at least one
+    document each): the byte passes stay near the cache whatever the documents' sizes."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    if not isinstance(texts, pa.Array):
+        texts = pa.array(texts, pa.large_string())
+    texts = texts.cast(pa.large_string())
+    ends = np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
+    s = 0
+    while s < len(texts):
+        e = int(np.searchsorted(ends, ends[s] + max_bytes, side="right")) - 1
+        e = min(max(e, s + 1), s + max_docs, len(texts))
+        yield texts[s:e]
+        s = e
+
+
+def compute_signatures(texts: Sequence[str] | pa.Array | pa.ChunkedArray, cfg: DedupConfig,
+                       chunk_shingles: int = 8192, batch_docs: int = BATCH_DOCS) -> np.ndarray:
     """(len(texts), cfg.num_perm) uint32 signatures; all-EMPTY rows for texts without words.
-
-    Shingles of consecutive documents are permuted together in chunks of about
-    `chunk_shingles` (4096 x 112 x 8 bytes = 3.7 MB per buffer: big enough to amortise
-    numpy's per-call cost, small enough to stay in cache)."""
-    num_perm = cfg.num_perm
-    a, b = permutations(num_perm, cfg.seed)
-    out = np.full((len(texts), num_perm), EMPTY, dtype=np.uint32)
-    work = _work_buffers(num_perm, chunk_shingles)
-    cache = WordHashes()
-    rows: list[int] = []
-    pending: list[np.ndarray] = []
-    pending_size = 0
-
-    def flush() -> None:
-        nonlocal pending_size
-        if not rows:
-            return
-        lens = np.fromiter((h.size for h in pending), dtype=np.int64, count=len(pending))
-        starts = np.zeros(lens.size, dtype=np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
-        low = _permuted_low32(np.concatenate(pending), a, b, work)
-        out[rows] = np.minimum.reduceat(low, starts, axis=1).T
-        rows.clear()
-        pending.clear()
-        pending_size = 0
-
-    for i, text in enumerate(texts):
-        h = shingle_hashes(_raw_words(text), cfg.ngram, cache)
-        if h.size == 0:
-            continue
-        if pending_size + h.size > chunk_shingles:
-            flush()
-        if h.size > chunk_shingles:  # one huge document: on its own, in slices
-            sig = out[i]
-            for s in range(0, h.size, chunk_shingles):
-                part = _permuted_low32(h[s : s + chunk_shingles], a, b, work)
-                np.minimum(sig, part.min(axis=1), out=sig)
-            continue
-        rows.append(i)
-        pending.append(h)
-        pending_size += h.size
-    flush()
+    `texts` may be Python strings or an Arrow string column (no copy into Python objects)."""
+    out = np.full((len(texts), cfg.num_perm), EMPTY, dtype=np.uint32)
+    row = 0
+    for batch in _batches(texts, batch_docs):
+        wh, offsets = batch_words(batch)
+        h32, sh_off = batch_shingles(wh, offsets, cfg.ngram)
+        out[row : row + len(batch)] = _signatures_of_shingles(h32, sh_off, cfg.num_perm, cfg.seed, chunk_shingles)
+        row += len(batch)
     return out

@@ -1,0 +1,219 @@
+"""The whole-corpus dedup index from per-shard signature files, full or incremental.
+
+Files of an index directory:
+    shards.parquet           shard, key (its signatures' cache key), start, stop: row ranges
+    band_XX.parquet          one LSH band: key (uint64) and row (uint32), sorted by key
+    clusters.parquet         row, label of every row in a cluster of two or more
+    near_duplicates.parquet  doc_id, shard, keeper_doc_id, keeper_source (sorted by shard)
+    paragraph_drops.parquet  doc_id, shard, line_indices, reject (sorted by shard)
+The two decision files are sorted by shard and written in small row groups, so that a
+shard reads its own rows with a predicate (`read_shard_rows`), not the whole file.
+
+Rows are integers: a shard's documents are rows start..stop-1 in file order. A full
+build numbers shards in sorted order; an incremental one appends new shards after the
+persisted rows, queries their band keys against the persisted bands, and joins the
+persisted clusters with the new edges: only clusters that touch new rows can change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipelines.config import DedupConfig
+from pipelines.data.dedup import paragraph_decisions
+from pipelines.data.lsh_index import (
+    band_column,
+    build_band,
+    cluster_edges,
+    components,
+    keepers,
+    load_band,
+    query_band,
+    read_band,
+    write_band,
+)
+
+ROW_GROUP = 4096  # rows per row group of the decision files: what a shard's filter skips by
+
+
+@dataclass(frozen=True)
+class ShardInput:
+    name: str
+    path: Path  # its minhash_signatures parquet
+    key: str  # the cache key of that file: same key, same rows
+
+
+@dataclass
+class IndexResult:
+    docs: int
+    removed: int
+    clusters: int
+    paragraph_docs: int
+    paragraphs_removed: int
+    incremental: bool
+    digests: dict[str, str]  # shard -> digest of its decisions
+
+
+def _ranges(shards: Sequence[ShardInput], first: int) -> pl.DataFrame:
+    lens = [pq.ParquetFile(s.path).metadata.num_rows for s in shards]
+    starts = first + np.r_[0, np.cumsum(lens)[:-1]].astype(np.int64) if lens else np.empty(0, np.int64)
+    return pl.DataFrame({"shard": [s.name for s in shards], "key": [s.key for s in shards],
+                         "start": starts, "stop": starts + np.asarray(lens, dtype=np.int64)},
+                        schema={"shard": pl.String, "key": pl.String, "start": pl.Int64, "stop": pl.Int64})
+
+
+def _band_job(args: tuple) -> tuple[np.ndarray, np.ndarray]:
+    paths, starts, band, out, previous = args
+    if previous is None:
+        return build_band(paths, starts, band, out)
+    old_keys, old_rows = load_band(previous / f"{band_column(band)}.parquet")
+    keys = read_band(paths, band)
+    lens = [pq.ParquetFile(p).metadata.num_rows for p in paths]
+    rows = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lens)]) if lens else np.empty(0, np.int64)
+    edges, (mk, mr) = query_band(old_keys, old_rows, keys, rows)
+    write_band(out, mk, mr)
+    return edges
+
+
+def _run_bands(jobs: list[tuple], workers: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Bands are independent: one after another (memory: one band), or `workers` at once."""
+    if workers <= 1:
+        return [_band_job(j) for j in jobs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_band_job, jobs))
+
+
+def incremental_base(previous: Path | None, shards: Sequence[ShardInput]) -> pl.DataFrame | None:
+    """The persisted row ranges if `shards` only adds shards to the previous index (same
+    signatures for every old shard, at least one new); None means a full rebuild."""
+    if previous is None or not (previous / "shards.parquet").exists():
+        return None
+    old = pl.read_parquet(previous / "shards.parquet")
+    now = {s.name: s.key for s in shards}
+    same = all(now.get(n) == k for n, k in zip(old["shard"], old["key"]))
+    return old if same and len(now) > old.height else None
+
+
+def build_index(shards: Sequence[ShardInput], cfg: DedupConfig, out: Path, previous: Path | None = None,
+                workers: int = 1) -> IndexResult:
+    """Write the index of `shards` to `out`; incremental from `previous` when it can be."""
+    shards = sorted(shards, key=lambda s: s.name)
+    base = incremental_base(previous, shards)
+    if base is None:
+        new, ranges, prev_dir = list(shards), _ranges(shards, 0), None
+    else:
+        new = [s for s in shards if s.name not in set(base["shard"])]
+        ranges = pl.concat([base, _ranges(new, int(base["stop"].max() or 0))])
+        prev_dir = previous
+    nranges = ranges.filter(pl.col("shard").is_in([s.name for s in new]))
+    paths, starts = [str(s.path) for s in new], nranges["start"].to_list()
+    edges = _run_bands([(paths, starts, b, out / f"{band_column(b)}.parquet", prev_dir)
+                        for b in range(cfg.bands)], workers)
+    n = int(ranges["stop"].max() or 0)
+    if prev_dir is not None:
+        old = pq.read_table(prev_dir / "clusters.parquet")
+        labels = np.full(n, -1, dtype=np.int64)
+        labels[old["row"].to_numpy()] = old["label"].to_numpy()
+        edges.append(cluster_edges(labels))
+    labels = components(n, edges)
+    ranges.write_parquet(out / "shards.parquet")
+    multi = np.flatnonzero(labels >= 0)
+    pq.write_table(pa.table({"row": pa.array(multi.astype(np.uint32)), "label": pa.array(labels[multi])}),
+                   out / "clusters.parquet")
+
+    order = ranges.sort("start")  # row order of the corpus, whatever order shards came in
+    by_name = {s.name: s for s in shards}
+    cols = [pq.read_table(by_name[name].path, columns=["doc_id", "source", "paragraph_hashes", "line_chars"])
+            for name in order["shard"]]
+    corpus = pa.concat_tables(cols) if cols else None
+    doc_ids = corpus["doc_id"].combine_chunks() if corpus is not None else pa.array([], pa.string())
+    shard_of = np.repeat(np.arange(order.height), (order["stop"] - order["start"]).to_numpy())
+    shard_names = pa.array(order["shard"].to_list(), pa.string())
+    keeper = keepers(labels, doc_ids)
+    removed = np.flatnonzero(keeper != np.arange(n))
+    near = pa.table({
+        "doc_id": doc_ids.take(pa.array(removed)),
+        "shard": shard_names.take(pa.array(shard_of[removed])),
+        "keeper_doc_id": doc_ids.take(pa.array(keeper[removed])),
+        "keeper_source": corpus["source"].take(pa.array(keeper[removed])) if n else pa.array([], pa.string()),
+    })
+    paragraphs = _paragraphs(corpus, doc_ids, removed, shard_of, shard_names, cfg) if n else _no_paragraphs()
+    write_sorted(out / "near_duplicates.parquet", near)
+    write_sorted(out / "paragraph_drops.parquet", paragraphs)
+    return IndexResult(
+        docs=n, removed=int(removed.size), clusters=int(np.unique(labels[multi]).size),
+        paragraph_docs=paragraphs.num_rows,
+        paragraphs_removed=int(pc.sum(pc.list_value_length(paragraphs["line_indices"])).as_py() or 0),
+        incremental=prev_dir is not None, digests=shard_digests(ranges["shard"].to_list(), near, paragraphs))
+
+
+def _no_paragraphs() -> pa.Table:
+    return pa.table({"doc_id": pa.array([], pa.string()), "shard": pa.array([], pa.string()),
+                     "line_indices": pa.array([], pa.list_(pa.int32())), "reject": pa.array([], pa.bool_())})
+
+
+def _paragraphs(corpus: pa.Table, doc_ids: pa.Array, removed: np.ndarray, shard_of: np.ndarray,
+                shard_names: pa.Array, cfg: DedupConfig) -> pa.Table:
+    """Paragraph decisions among the documents that survive near-dedup, columnar."""
+    if not cfg.paragraph_dedup:
+        return _no_paragraphs()
+    n = corpus.num_rows
+    survivors = np.setdiff1d(np.arange(n), removed)
+    rank = np.empty(n, dtype=np.int64)
+    rank[pc.sort_indices(doc_ids).to_numpy()] = np.arange(n)  # doc_id order, ties by row
+    take = pa.array(survivors)
+    df = pl.DataFrame({
+        "doc": survivors, "rank": rank[survivors],
+        "paragraph_hashes": pl.Series(corpus["paragraph_hashes"].take(take)),
+        "line_chars": pl.Series(corpus["line_chars"].take(take)),
+    })
+    out = paragraph_decisions(df, cfg.min_chars_after_paragraph_dedup)
+    rows = pa.array(out["doc"].to_numpy())
+    return pa.table({
+        "doc_id": doc_ids.take(rows), "shard": shard_names.take(pa.array(shard_of[out["doc"].to_numpy()])),
+        "line_indices": out["line_indices"].to_arrow().cast(pa.list_(pa.int32())),
+        "reject": out["reject"].to_arrow(),
+    })
+
+
+def write_sorted(path: Path, table: pa.Table, row_group_size: int = ROW_GROUP) -> None:
+    """Sorted by (shard, doc_id) in small row groups: a reader filtering on one shard
+    skips every other group by its statistics."""
+    table = table.sort_by([("shard", "ascending"), ("doc_id", "ascending")])
+    pq.write_table(table, path, row_group_size=row_group_size, compression="zstd")
+
+
+def read_shard_rows(path: Path, shard: str, columns: list[str] | None = None) -> pa.Table:
+    """One shard's rows of a decision file, by predicate pushdown."""
+    return pq.read_table(path, columns=columns, filters=[("shard", "=", shard)])
+
+
+def shard_digests(shards: Sequence[str], near: pa.Table, paragraphs: pa.Table) -> dict[str, str]:
+    """Per shard, a digest of its decisions: deduped_documents of a shard is cached on it,
+    so a shard whose decisions did not change is not rewritten."""
+    out = {}
+    frames = {}
+    for name, t in (("near", near), ("para", paragraphs)):
+        df = pl.from_arrow(t)
+        frames[name] = df.sort("shard", "doc_id").partition_by("shard", as_dict=True) if df.height else {}
+    for s in shards:
+        h = hashlib.sha256()
+        for name in ("near", "para"):
+            part = frames[name].get((s,))
+            if part is not None:
+                if "line_indices" in part.columns:
+                    part = part.with_columns(pl.col("line_indices").cast(pl.List(pl.String)).list.join(","))
+                h.update(name.encode() + part.write_csv().encode())
+        out[s] = h.hexdigest()[:20]
+    return out
