@@ -111,6 +111,75 @@ def test_manpages_builder_renders_skips_aliases_and_bad_pages(
     assert "skipping man page man1/roto.1" in caplog.text
 
 
+def test_every_default_package_has_a_builder() -> None:
+    assert set(sample.DEFAULT_PACKAGES) <= set(sample.BUILDERS)
+    assert len(set(sample.DEFAULT_PACKAGES)) == len(sample.DEFAULT_PACKAGES)
+
+
+# Package layouts as the Debian packages (bookworm) ship them, trimmed to a few files each:
+# (package, files in the .deb, the shard's files).
+HTML_LAYOUTS = [
+    (
+        "lilypond-doc-html-es",
+        "usr/share/doc/lilypond/html/Documentation/",
+        ["notation/rhythms.es.html", "notation-big-page.es.html", "learning/tutorial.es.html",
+         "pictures/note.png", "lilypond-manuals.css"],
+        ["learning/tutorial.es.html", "notation/rhythms.es.html"],
+    ),
+    (
+        "freedombox-doc-es",
+        "usr/share/freedombox/manual/es/",
+        ["Backups.part.html", "Manual.part.html", "freedombox-manual.part.html",
+         "freedombox-manual.pdf", "images/backups.png"],
+        ["Backups.part.html"],
+    ),
+    (
+        "maint-guide-es",
+        "usr/share/doc/maint-guide-es/",
+        ["html/first.es.html", "html/index.es.html", "maint-guide.es.txt.gz", "maint-guide.es.pdf"],
+        ["first.es.html", "index.es.html"],
+    ),
+    (
+        "aptitude-doc-es",
+        "usr/share/doc/aptitude/html/es/",
+        ["ch01.html", "ch02s02.html", "aptitude.css", "images/tip.png"],
+        ["ch01.html", "ch02s02.html"],
+    ),
+    (
+        "ubuntu-packaging-guide-html-es",
+        "usr/share/doc/ubuntu-packaging-guide-html-es/",
+        ["fixing-a-bug.html", "index.html", "search.html", "_sources/fixing-a-bug.txt",
+         "_static/jquery.js", "singlehtml/index.html", "searchindex.js", "copyright"],
+        ["fixing-a-bug.html", "index.html"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("package", "base", "files", "expected"), HTML_LAYOUTS, ids=lambda v: str(v)[:30])
+def test_html_builders_copy_each_text_once(
+    tmp_path: Path, package: str, base: str, files: list[str], expected: list[str]
+) -> None:
+    root, out = tmp_path / "root", tmp_path / "out"
+    for rel in files:
+        (root / base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / base / rel).write_text(f"<p>{rel}</p>", encoding="utf-8")
+    out.mkdir()
+    assert sample.BUILDERS[package](root, out, False) == len(expected)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == expected
+    # The copy is byte-identical: the reader, not the builder, decodes and extracts.
+    assert (out / expected[0]).read_text(encoding="utf-8") == f"<p>{_source(base, files, expected[0])}</p>"
+
+
+def _source(base: str, files: list[str], out_rel: str) -> str:
+    return next(f for f in files if f.endswith(out_rel))
+
+
+def test_html_builder_says_when_the_layout_changed(tmp_path: Path) -> None:
+    (tmp_path / "root/usr/share/doc/aptitude/html/en").mkdir(parents=True)  # no es/
+    with pytest.raises(SampleFetchError, match="usr/share/doc/aptitude/html/es"):
+        sample.BUILDERS["aptitude-doc-es"](tmp_path / "root", tmp_path, False)
+
+
 def test_missing_apt_get_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()

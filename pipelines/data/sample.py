@@ -8,6 +8,18 @@ one shard per package, `dest/<package>/`, holding only document files:
     debian-reference-es/  ch06.es.html, ...
     manpages-es/          man1/ls.1.txt, ... (roff rendered to plain UTF-8 by groff)
     fortunes-es/          vida.jsonl, ... (one {"text": ...} record per fortune)
+    lilypond-doc-html-es/ notation/writing-rhythms.es.html, ... (split manuals, no big pages)
+    freedombox-doc-es/    Backups.part.html, ... (some pages untranslated, in English)
+    maint-guide-es/       first.es.html, ... (the guide split by chapter)
+    aptitude-doc-es/      ch02s02.html, ... (the aptitude user manual)
+    ubuntu-packaging-guide-html-es/  fixing-a-bug.html, ...
+
+Only documentation text is copied: HTML (no images, CSS, JS, PDFs) and, per package, no
+second copy of the same text (LilyPond's one-file "big page" manuals, FreedomBox's
+whole-manual pages, the Sphinx guide's reST `_sources/` and `singlehtml/`). Left out:
+linuxcnc-doc-es (its Spanish text is only in PDFs, 27 MB; its two text files are an English
+G-code table and a stub) and kicad-doc-es 6.0 (English apart from one page, fastText: 5 of
+6 manuals English, behind a 12 MB download of screenshots).
 
 A shard is built in a dot-directory inside `dest` and renamed into place once complete, and
 its marker `dest/<package>/.complete` (JSON summary) is written before the rename; a shard
@@ -27,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from fnmatch import fnmatch
 from pathlib import Path
 
 from tqdm import tqdm
@@ -39,6 +52,11 @@ DEFAULT_PACKAGES: tuple[str, ...] = (
     "manpages-es",
     "fortunes-es",
     "debian-reference-es",
+    "lilypond-doc-html-es",
+    "freedombox-doc-es",
+    "maint-guide-es",
+    "aptitude-doc-es",
+    "ubuntu-packaging-guide-html-es",
 )
 MARKER = ".complete"
 RENDER_WORKERS = 2  # the design target is a 2-core machine; groff is single-threaded
@@ -117,8 +135,21 @@ def _package_dir(root: Path, rel: str) -> Path:
     return root / rel
 
 
-def _copy_tree(base: Path, out: Path, suffixes: Sequence[str], progress: bool, desc: str) -> int:
-    files = _regular_files(base, suffixes)
+def _copy_tree(
+    base: Path,
+    out: Path,
+    suffixes: Sequence[str],
+    progress: bool,
+    desc: str,
+    skip: Sequence[str] = (),
+) -> int:
+    """Copy the files under `base` ending in `suffixes`, except those whose path relative to
+    `base` matches a `skip` glob ("*" also matches "/")."""
+    files = [
+        p
+        for p in _regular_files(base, suffixes)
+        if not any(fnmatch(p.relative_to(base).as_posix(), g) for g in skip)
+    ]
     for src in tqdm(files, desc=desc, unit="file", disable=not progress):
         target = out / src.relative_to(base)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -126,11 +157,13 @@ def _copy_tree(base: Path, out: Path, suffixes: Sequence[str], progress: bool, d
     return len(files)
 
 
-def _html_builder(base: str, package: str) -> Callable[[Path, Path, bool], int]:
+def _html_builder(
+    base: str, package: str, skip: Sequence[str] = ()
+) -> Callable[[Path, Path, bool], int]:
     def build(root: Path, out: Path, progress: bool) -> int:
         # Only HTML: images, CSS, JS, the PDF and the .ods examples carry no prose.
         return _copy_tree(
-            _package_dir(root, base), out, (".html", ".htm"), progress, f"copy {package}"
+            _package_dir(root, base), out, (".html", ".htm"), progress, f"copy {package}", skip
         )
 
     return build
@@ -250,6 +283,24 @@ BUILDERS: dict[str, Callable[[Path, Path, bool], int]] = {
     "debian-reference-es": _html_builder("usr/share/debian-reference", "debian-reference-es"),
     "manpages-es": _build_manpages,
     "fortunes-es": _build_fortunes,
+    # Each manual also comes as one "big page" holding all of its split pages again.
+    "lilypond-doc-html-es": _html_builder(
+        "usr/share/doc/lilypond/html/Documentation", "lilypond-doc-html-es", ("*-big-page.*",)
+    ),
+    # Manual.part.html and freedombox-manual.part.html each hold the whole manual again.
+    "freedombox-doc-es": _html_builder(
+        "usr/share/freedombox/manual/es", "freedombox-doc-es", ("*anual.part.html",)
+    ),
+    # html/ only: maint-guide.es.txt.gz is the same guide again as plain text.
+    "maint-guide-es": _html_builder("usr/share/doc/maint-guide-es/html", "maint-guide-es"),
+    "aptitude-doc-es": _html_builder("usr/share/doc/aptitude/html/es", "aptitude-doc-es"),
+    # Sphinx output: _sources/ is the reST source (in English), singlehtml/ all pages again,
+    # search.html an empty search form.
+    "ubuntu-packaging-guide-html-es": _html_builder(
+        "usr/share/doc/ubuntu-packaging-guide-html-es",
+        "ubuntu-packaging-guide-html-es",
+        ("_*", "singlehtml/*", "search.html"),
+    ),
 }
 
 
