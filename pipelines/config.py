@@ -146,6 +146,8 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "c4": {"min_num_sentences": 3},
         "fineweb": {"line_punct_thr": 0.03, "short_line_thr": 0.8, "heading_repeats": 2,
                     "char_duplicates_ratio": 0.1},
+        # syllable gibberish and mis-decoded pages, which no published rule catches
+        "integrity": {"enabled": True},
     },
 }
 # What must follow the language, in every profile (stop words are chosen by `language`
@@ -156,7 +158,15 @@ LANGUAGE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
     "fi": {"gopher_quality": {"max_avg_word_length": 13}},
     "nl": {"gopher_quality": {"max_avg_word_length": 11}},
 }
-_PROFILED = ("gopher_quality", "gopher_repetition", "c4", "fineweb")
+@section
+class IntegrityConfig:
+    # Ours, not published (pipelines/data/filters/integrity.py): off in `web`, on in `docs`.
+    enabled: bool = False
+    min_stop_word_share: Fraction = 0.15
+    max_foreign_word_share: Fraction = 0.02
+
+
+_PROFILED = ("gopher_quality", "gopher_repetition", "c4", "fineweb", "integrity")
 
 
 def profile_fields(profile: str, language: str) -> dict[str, dict[str, Any]]:
@@ -189,6 +199,7 @@ class FilterConfig:
     gopher_repetition: GopherRepetitionConfig = field(default_factory=GopherRepetitionConfig)
     c4: C4Config = field(default_factory=C4Config)
     fineweb: FineWebConfig = field(default_factory=FineWebConfig)
+    integrity: IntegrityConfig = field(default_factory=IntegrityConfig)
 
     @model_validator(mode="before")
     @classmethod

@@ -125,7 +125,7 @@ def test_histograms_mark_each_threshold(home):
     store, _ = home
     report = fr.shard_report(store, "basura")
     fams = fr.families(report)
-    assert list(fams) == ["gopher_repetition", "gopher_quality", "c4", "fineweb"]
+    assert list(fams) == ["gopher_repetition", "gopher_quality", "c4", "fineweb", "integrity"]
     for family in ("gopher_quality", "fineweb"):
         fig = fr.figure(report, family, fams[family])
         for ax, row in zip(fig.axes, fams[family]):
@@ -174,7 +174,7 @@ def test_the_materialization_carries_the_report(tmp_path):
                if m.asset_key == dg.AssetKey("filtered_documents"))
     md = {k: v.value for k, v in mat.metadata.items()}
     assert {k for k in md if k.startswith("histograms/")} == {
-        f"histograms/{f}" for f in ("gopher_repetition", "gopher_quality", "c4", "fineweb")}
+        f"histograms/{f}" for f in ("gopher_repetition", "gopher_quality", "c4", "fineweb", "integrity")}
     assert md["histograms/gopher_quality"].startswith("![basura: gopher_quality")
     assert md["filter_profile"]["profile"] == "docs"
     dropped = sum(r.data["dropped"] for r in md["filter_rules"].records)

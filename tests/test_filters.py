@@ -136,6 +136,9 @@ def new_line_doc() -> str:
     return "\n".join(lines)
 
 
+_ONLY_INTEGRITY = {"gopher_repetition.enabled": False, "gopher_quality.enabled": False,
+                   "c4.enabled": False, "fineweb.enabled": False, "integrity.enabled": True}
+
 _CASES: list[tuple[str, str, dict]] = [
     ("gopher_repetition:empty", "", {}),
     ("gopher_repetition:dup_para_frac",
@@ -187,6 +190,10 @@ _CASES: list[tuple[str, str, dict]] = [
     ("fineweb:short_line_ratio", "\n".join(SHORT_LINES), {}),
     ("fineweb:char_dup_ratio", SPANISH + "\nLa biblioteca municipal y el software libre\n", {}),
     ("fineweb:new_line_ratio", new_line_doc(), {}),
+    # ours, after every published rule (on in the docs profile, off in web)
+    ("integrity:stop_word_share", " ".join(f"servidor{i}" for i in range(60)) + ".", _ONLY_INTEGRITY),
+    ("integrity:foreign_script_share",
+     SPANISH.replace("ó", "Ñі").replace("í", "Г­").replace("á", "а"), _ONLY_INTEGRITY),
 ]  # fmt: skip
 
 
@@ -226,7 +233,7 @@ def test_each_rule_triggers(reason: str, text: str, overrides: dict, qf: Quality
 def test_cases_cover_every_reason() -> None:
     assert {c[0] for c in _CASES} == set(REASONS)
     assert len(set(REASONS)) == len(REASONS)
-    assert all(r.split(":")[0] in {"gopher_repetition", "gopher_quality", "c4", "fineweb"}
+    assert all(r.split(":")[0] in {"gopher_repetition", "gopher_quality", "c4", "fineweb", "integrity"}
                for r in REASONS)  # fmt: skip
     assert reasons(web()) == REASONS
 
@@ -426,3 +433,11 @@ def test_ngram_index_matches_reference() -> None:
         for n in range(1, 12):
             assert index.top_chars(n) == _ref_top(words, n), (words, n)
             assert index.duplicate_chars(n) == _ref_dup(words, n), (words, n)
+
+
+def test_integrity_is_on_for_docs_and_off_for_web() -> None:
+    assert FilterConfig().integrity.enabled and not web().integrity.enabled
+    gibberish = " ".join(f"servidor{i}" for i in range(60)) + "."
+    docs = QualityFilters(FilterConfig(profile="docs", c4={"min_num_sentences": 0}))
+    assert docs.evaluate(gibberish)[1]["integrity:stop_word_share"] == 0.0
+    assert docs.evaluate(SPANISH)[1]["integrity:foreign_script_share"] == 0.0

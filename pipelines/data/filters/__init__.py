@@ -4,7 +4,7 @@
     out = qf.apply(text)        # FilterOutcome(keep, reason, text)
 
 Order (FineWeb's published pipeline, as datatrove runs it):
-    gopher_repetition -> gopher_quality -> c4 -> fineweb
+    gopher_repetition -> gopher_quality -> c4 -> fineweb -> integrity (ours: last, see integrity.py)
 The Gopher rules judge the document as extracted: C4 rejoins its kept lines with single
 newlines, which would erase the blank lines that Gopher's paragraph rules look at. C4 then
 removes lines (its output is the text that is kept) and FineWeb judges that text. The
@@ -27,11 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelines.config import FilterConfig
-from pipelines.data.filters import c4, fineweb, gopher_quality, gopher_repetition
+from pipelines.data.filters import c4, fineweb, gopher_quality, gopher_repetition, integrity
 from pipelines.data.filters.c4 import C4, C4Result
 from pipelines.data.filters.fineweb import FineWeb
 from pipelines.data.filters.gopher_quality import GopherQuality
 from pipelines.data.filters.gopher_repetition import GopherRepetition
+from pipelines.data.filters.integrity import Integrity
 from pipelines.data.filters.rules import NAN, RuleSpec
 from pipelines.data.filters.stopwords import stop_words
 from pipelines.data.filters.text import TextView, tokenize
@@ -53,12 +54,13 @@ __all__ = [
     "tokenize",
 ]
 
-FILTER_ORDER = (gopher_repetition.NAME, gopher_quality.NAME, c4.NAME, fineweb.NAME)
+FILTER_ORDER = (gopher_repetition.NAME, gopher_quality.NAME, c4.NAME, fineweb.NAME, integrity.NAME)
 REASONS: tuple[str, ...] = (
     *gopher_repetition.REASONS,
     *gopher_quality.REASONS,
     *c4.REASONS,
     *fineweb.REASONS,
+    *integrity.REASONS,
 )
 
 
@@ -67,7 +69,7 @@ def reasons(cfg: FilterConfig) -> tuple[str, ...]:
     rep = tuple(
         f"{gopher_repetition.NAME}:{r}" for r in gopher_repetition.rules(cfg.gopher_repetition)
     )
-    return (*rep, *gopher_quality.REASONS, *c4.REASONS, *fineweb.REASONS)
+    return (*rep, *gopher_quality.REASONS, *c4.REASONS, *fineweb.REASONS, *integrity.REASONS)
 
 
 @dataclass
@@ -92,6 +94,9 @@ class QualityFilters:
         )
         self.c4 = C4(cfg.c4) if cfg.c4.enabled else None
         self.fineweb = FineWeb(cfg.fineweb) if cfg.fineweb.enabled else None
+        self.integrity = (
+            Integrity(cfg.integrity, stop_words(cfg.language), cfg.language) if cfg.integrity.enabled else None
+        )
 
     def apply(self, text: str) -> FilterOutcome:
         view = TextView(text)
@@ -109,6 +114,10 @@ class QualityFilters:
             keep, reason = self.fineweb.filter(view)
             if not keep:
                 return FilterOutcome(False, reason, text)
+        if self.integrity is not None:
+            keep, reason = self.integrity.filter(view)
+            if not keep:
+                return FilterOutcome(False, reason, text)
         return FilterOutcome(True, None, view.text)
 
     def rules(self) -> list[RuleSpec]:
@@ -119,6 +128,7 @@ class QualityFilters:
             *gopher_quality.specs(cfg.gopher_quality),
             *c4.specs(cfg.c4),
             *fineweb.specs(cfg.fineweb),
+            *integrity.specs(cfg.integrity, cfg.language),
         ]
 
     def evaluate(self, text: str) -> tuple[FilterOutcome, dict[str, float]]:
@@ -142,6 +152,13 @@ class QualityFilters:
                 metrics.update({s.reason: NAN for s in self.fineweb.specs})
             else:
                 _, why, values = self.fineweb.evaluate(judged)
+                metrics.update(values)
+                reason = reason or why
+        if self.integrity is not None:
+            if judged is None:
+                metrics.update({s.reason: NAN for s in self.integrity.specs})
+            else:
+                _, why, values = self.integrity.evaluate(judged)
                 metrics.update(values)
                 reason = reason or why
         if reason is not None:
