@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -32,12 +33,18 @@ def proposal_path(store: DataStore, proposal_id: str) -> Path:
 
 
 def measure(filters: QualityFilters, texts: Iterable[str]) -> dict[str, list[float]]:
-    """Metric columns (reason -> one value per text)."""
+    """Metric columns (reason -> one value per text), aligned: the i-th value of every
+    column is the i-th text's, NaN (drops nothing) where a text did not report the metric.
+    `propose` counts a document's drops across columns (once however many rules it fails),
+    so a column must not skip a text."""
     columns: dict[str, list[float]] = {}
-    for text in texts:
+    for i, text in enumerate(texts):
         _, metrics = filters.evaluate(text)
         for reason, value in metrics.items():
-            columns.setdefault(reason, []).append(value)
+            columns.setdefault(reason, [math.nan] * i).append(value)
+        for column in columns.values():
+            if len(column) <= i:
+                column.append(math.nan)
     return columns
 
 

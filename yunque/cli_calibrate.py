@@ -21,13 +21,17 @@ def _num(value: float | None) -> str:
 
 def table(proposal) -> str:
     """The proposal, one rule a line: current and proposed threshold, and the share of
-    corpus and reference documents each drops."""
+    corpus and reference documents each drops; last, the share of corpus documents all
+    the rules together drop (a document failing two rules counted once)."""
     head = ("rule", "drops if", "current", "proposed", "corpus dropped", "reference dropped")
     rows = [head]
     for r in proposal.rules:
         rows.append((r.reason, r.drop_if, _num(r.current), _num(r.proposed),
                      f"{_pct(r.corpus_drop_current)} -> {_pct(r.corpus_drop_proposed)}",
                      f"{_pct(r.reference_drop_current)} -> {_pct(r.reference_drop_proposed)}"))
+    if proposal.corpus_drop_proposed is not None:  # recorded since the budget is overall
+        rows.append(("all rules (a document once)", "", "", "",
+                     f"{_pct(proposal.corpus_drop_current)} -> {_pct(proposal.corpus_drop_proposed)}", ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
@@ -73,7 +77,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                     "with clean documents)")
     c.add_argument("--preset", help="configuration preset (default: the home's, else tiny)")
     c.add_argument("--overrides", help="JSON of config overrides (default: the home's)")
-    c.add_argument("--tail", type=float, default=0.02, help="share of the corpus tail to cut per rule (0.02)")
+    c.add_argument("--tail", type=float, default=0.02,
+                   help="share of corpus documents the whole proposal may drop, all rules together (0.02)")
     c.add_argument("--margin", type=float, default=0.05,
                    help="relative margin beyond the reference's most extreme value (0.05)")
     c.set_defaults(fn=cmd_calibrate)

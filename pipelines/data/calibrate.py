@@ -3,18 +3,35 @@
 FineWeb-2 set its per-language thresholds by looking at each rule's metric on the
 language's own data instead of reusing English numbers. Here the inputs are two metric
 tables (reason -> one value per document, from `QualityFilters.evaluate`): the corpus,
-and optionally a reference folder of documents the user knows are good. Per rule:
+and optionally a reference folder of documents the user knows are good. The columns of a
+table are aligned (the i-th value of every column is the i-th document's; ValueError if
+their lengths differ), so drops are counted per document over all rules: a document
+failing two rules drops once (the "union" drop).
 
-  * without a reference, the proposal cuts the corpus tail: the `tail` quantile on the
-    dropping side (below-rules: the low tail, above-rules: the high tail);
-  * with a reference, it must also keep every reference document: the threshold goes at
-    least `margin` (relative) beyond the reference's most extreme value, and the corpus
-    tail is cut only where that does not cross into the reference's range.
+`tail` (default 2 %) is ONE budget for the whole proposal, not a cut per rule: cutting
+the tail of ~25 rules independently compounds to far more than `tail` of the corpus.
 
-Flag rules (lorem ipsum, "{", empty) have no threshold to move and keep theirs. Integer
-rules (word, stop word and sentence counts) round towards keeping. A proposal records,
+  * A rule's candidate is its corpus tail cut (the tightest threshold at which the rule
+    alone drops at most `tail` of the corpus), moved, with a reference, at least `margin`
+    (relative) beyond the reference's most extreme value so every reference document is kept.
+  * Loosening: where the current threshold alone drops more than `tail` of the corpus (it
+    cuts the body of the distribution, as Gopher's alphabetic-words rule does on Spanish),
+    or drops a reference document, the rule goes to its candidate.
+  * Tightening needs a reference (without one there is no evidence that a tail is junk,
+    and the rule keeps its threshold). Starting from the loosened-or-kept thresholds,
+    rules are tightened to their candidates greedily, the one adding the fewest dropped
+    documents first, while the union drop stays within max(`tail`, the union drop of the
+    loosened-or-kept thresholds). A rule is tightened to its candidate or not at all.
+  * The document-length bounds (min/max_doc_words) are never tightened: length is not a
+    quality signal (a long manual page is not junk; Gopher's published bound is 100,000).
+
+Flag rules (lorem ipsum, "{", empty), rules that are off, and rules without a config field
+keep their thresholds. Integer rules (word, stop word and sentence counts) round towards
+keeping, fractions too (to 4 decimals). Rules sharing a field (hash and ellipsis ratios)
+get the looser of their proposals, as `apply_thresholds` writes them. A proposal records,
 per rule, the current and the proposed threshold and the share of corpus and reference
-documents each would drop; `thresholds()` maps it onto the config (`apply_thresholds`).
+documents each drops, and overall the union drop of the current and of the proposed
+thresholds; `thresholds()` maps it onto the config (`apply_thresholds`).
 """
 
 from __future__ import annotations
@@ -30,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.config import FilterConfig
-from pipelines.data.filters.rules import RuleSpec, fails
+from pipelines.data.filters.rules import RuleSpec
 
 # reason -> (section, field) of FilterConfig. The n-gram rules live in lists (see _NGRAM).
 FIELDS: dict[str, tuple[str, str]] = {
@@ -60,6 +77,10 @@ INTEGER_FIELDS = {"min_doc_words", "max_doc_words", "min_stop_words", "min_num_s
 _NOT_FRACTIONS = {"min_avg_word_length", "max_avg_word_length", "max_symbol_word_ratio", *INTEGER_FIELDS}
 
 
+# Never tightened: document length is not a quality signal (see the module docstring).
+LENGTH_FIELDS = {"min_doc_words", "max_doc_words"}
+
+
 @dataclass(frozen=True)
 class RuleProposal:
     reason: str
@@ -67,7 +88,7 @@ class RuleProposal:
     drop_if: str
     current: float | None
     proposed: float | None
-    corpus_drop_current: float  # share of corpus documents the threshold drops
+    corpus_drop_current: float  # share of corpus documents the threshold drops (this rule alone)
     corpus_drop_proposed: float
     reference_drop_current: float | None  # None without a reference
     reference_drop_proposed: float | None
@@ -79,6 +100,10 @@ class Proposal:
     n_corpus: int
     n_reference: int
     settings: dict[str, Any] = field(default_factory=dict)  # tail, margin, shards, reference dir
+    # share of corpus documents all the rules together drop (a document counted once);
+    # None in proposals saved before it was recorded
+    corpus_drop_current: float | None = None
+    corpus_drop_proposed: float | None = None
 
     @property
     def id(self) -> str:
@@ -87,65 +112,151 @@ class Proposal:
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     def thresholds(self) -> dict[str, float | None]:
-        return {r.reason: r.proposed for r in self.rules if r.reason in FIELDS or _NGRAM.fullmatch(r.reason)}
+        return {r.reason: r.proposed for r in self.rules if _field(r.reason)}
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "n_corpus": self.n_corpus, "n_reference": self.n_reference,
-                "settings": self.settings, "rules": [asdict(r) for r in self.rules]}
+                "settings": self.settings, "corpus_drop_current": self.corpus_drop_current,
+                "corpus_drop_proposed": self.corpus_drop_proposed, "rules": [asdict(r) for r in self.rules]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Proposal:
         return cls([RuleProposal(**r) for r in data["rules"]], data["n_corpus"], data["n_reference"],
-                   dict(data.get("settings", {})))
+                   dict(data.get("settings", {})), data.get("corpus_drop_current"),
+                   data.get("corpus_drop_proposed"))
+
+
+def _field(reason: str) -> str | None:
+    """The config field a rule's threshold lives in (None: the proposal cannot move it)."""
+    if reason in FIELDS:
+        return FIELDS[reason][1]
+    return "n_grams" if _NGRAM.fullmatch(reason) else None
+
+
+def _fails(drop_if: str, threshold: float | None, values: np.ndarray) -> np.ndarray:
+    """`fails` over a column: which documents the threshold drops (NaN drops nothing)."""
+    if threshold is None:
+        return np.zeros(len(values), dtype=bool)
+    with np.errstate(invalid="ignore"):
+        if drop_if == "below":
+            return values < threshold
+        return values > threshold if drop_if == "above" else values >= threshold
 
 
 def _drop_share(spec: RuleSpec, threshold: float | None, values: np.ndarray) -> float:
-    if not len(values):
-        return 0.0
-    return sum(fails(spec.drop_if, threshold, float(v)) for v in values) / len(values)  # type: ignore[arg-type]
+    return float(_fails(spec.drop_if, threshold, values).mean()) if len(values) else 0.0
 
 
-def _propose_one(spec: RuleSpec, corpus: np.ndarray, reference: np.ndarray | None,
-                 tail: float, margin: float) -> float | None:
-    finite = corpus[np.isfinite(corpus)]
-    if spec.drop_if == "flag" or not len(finite):
-        return spec.threshold
-    below = spec.drop_if == "below"
-    proposal = float(np.quantile(finite, tail if below else 1 - tail))
-    ref = reference[np.isfinite(reference)] if reference is not None else np.empty(0)
-    if len(ref):
-        # beyond the reference's most extreme value, by `margin` of that value
-        bound = float(ref.min()) * (1 - margin) if below else float(ref.max()) * (1 + margin)
-        proposal = min(proposal, bound) if below else max(proposal, bound)
-    name = FIELDS.get(spec.reason, ("", ""))[1]
+def _looser(drop_if: str, a: float, b: float) -> float:
+    return min(a, b) if drop_if == "below" else max(a, b)
+
+
+def _tighter(drop_if: str, a: float, b: float) -> bool:
+    """Whether threshold `a` drops more than `b` would (on the rule's side)."""
+    return a > b if drop_if == "below" else a < b
+
+
+def _keep_round(drop_if: str, name: str, value: float) -> float:
+    """Integer rules to a whole number, fractions into [0, 1] and to 4 decimals, always
+    rounding towards keeping."""
+    below = drop_if == "below"
     if name in INTEGER_FIELDS:
-        proposal = math.floor(proposal) if below else math.ceil(proposal)
-    elif name not in _NOT_FRACTIONS:
-        proposal = min(max(proposal, 0.0), 1.0)
-    return float(round(proposal, 4) if name not in INTEGER_FIELDS else proposal)
+        return float(math.floor(value) if below else math.ceil(value))
+    if name not in _NOT_FRACTIONS:
+        value = min(max(value, 0.0), 1.0)
+    r = round(value, 4)
+    if below and r > value:
+        r = round(r - 1e-4, 4)
+    elif not below and r < value:
+        r = round(r + 1e-4, 4)
+    return float(r)
+
+
+def _candidate(spec: RuleSpec, name: str, finite: np.ndarray, ref: np.ndarray, tail: float,
+               margin: float) -> float:
+    """The corpus tail cut (the tightest threshold at which the rule alone drops at most
+    `tail` of the corpus), moved beyond the reference's most extreme value by `margin`."""
+    below = spec.drop_if == "below"
+    ordered = np.sort(finite)
+    k = len(ordered) - 1
+    cut = float(ordered[math.floor(tail * k)] if below else ordered[math.ceil((1 - tail) * k)])
+    if len(ref):
+        bound = float(ref.min()) * (1 - margin) if below else float(ref.max()) * (1 + margin)
+        cut = min(cut, bound) if below else max(cut, bound)
+    return _keep_round(spec.drop_if, name, cut)
+
+
+def _aligned(table: Mapping[str, np.ndarray], what: str) -> int:
+    lengths = {len(v) for v in table.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"{what} metric columns differ in length ({sorted(lengths)}): "
+                         f"they must hold one value per document, in the same order")
+    return lengths.pop() if lengths else 0
+
+
+def _union(masks: Sequence[np.ndarray], n: int) -> np.ndarray:
+    return np.logical_or.reduce(list(masks)) if masks else np.zeros(n, dtype=bool)
 
 
 def propose(specs: Sequence[RuleSpec], corpus: Mapping[str, Sequence[float]],
             reference: Mapping[str, Sequence[float]] | None = None, tail: float = 0.02,
             margin: float = 0.05, settings: Mapping[str, Any] | None = None) -> Proposal:
     """A threshold per rule of `specs` that has a metric column in `corpus` (see the module
-    docstring); the rules keep their order."""
-    rules: list[RuleProposal] = []
-    n_corpus = n_ref = 0
-    for spec in specs:
-        if spec.reason not in corpus:
+    docstring: `tail` is the budget of the whole proposal); the rules keep their order.
+    The columns of `corpus`, and of `reference`, must be aligned per document."""
+    specs = [s for s in specs if s.reason in corpus]
+    cols = {s.reason: np.asarray(corpus[s.reason], dtype=float) for s in specs}
+    n = _aligned(cols, "corpus")
+    refs = {s.reason: np.asarray(reference[s.reason], dtype=float) for s in specs
+            if reference and s.reason in reference}
+    n_ref = _aligned(refs, "reference")
+    proposed: dict[str, float | None] = {}  # loosened or kept, then tightened below
+    targets: dict[str, float] = {}  # tightenings the reference supports
+    for s in specs:
+        c, cur, name = cols[s.reason], s.threshold, _field(s.reason)
+        proposed[s.reason] = cur
+        finite = c[np.isfinite(c)]
+        if s.drop_if == "flag" or cur is None or name is None or not len(finite):
             continue
-        c = np.asarray(corpus[spec.reason], dtype=float)
-        r = np.asarray(reference[spec.reason], dtype=float) if reference and spec.reason in reference else None
-        n_corpus, n_ref = len(c), len(r) if r is not None else n_ref
-        proposed = _propose_one(spec, c, r, tail, margin)
+        ref = refs.get(s.reason, np.empty(0))
+        ref = ref[np.isfinite(ref)]
+        cand = _candidate(s, name, finite, ref, tail, margin)
+        if _drop_share(s, cur, c) > tail or _fails(s.drop_if, cur, ref).any():
+            proposed[s.reason] = _looser(s.drop_if, cur, cand)
+        elif len(ref) and name not in LENGTH_FIELDS and _tighter(s.drop_if, cand, cur):
+            targets[s.reason] = cand
+    by = {s.reason: s for s in specs}
+    union = _union([_fails(s.drop_if, proposed[s.reason], cols[s.reason]) for s in specs], n)
+    limit = max(tail, union.mean() if n else 0.0) * n + 1e-9  # documents the proposal may drop
+    pending = {r: _fails(by[r].drop_if, t, cols[r]) for r, t in targets.items()}
+    while pending:  # the tightening adding the fewest dropped documents first
+        extra = {r: int((m & ~union).sum()) for r, m in pending.items()}
+        best = min(extra, key=extra.__getitem__)
+        if union.sum() + extra[best] > limit:
+            break  # the cheapest does not fit: none does
+        union |= pending.pop(best)
+        proposed[best] = targets[best]
+    shared: dict[tuple[str, str], float] = {}  # one field, two rules: the looser, as applied
+    for s in specs:
+        value = proposed[s.reason]
+        if s.reason in FIELDS and value is not None:
+            key = FIELDS[s.reason]
+            shared[key] = _looser(s.drop_if, shared.get(key, value), value)
+    rules: list[RuleProposal] = []
+    for s in specs:
+        if s.reason in FIELDS and FIELDS[s.reason] in shared:
+            proposed[s.reason] = shared[FIELDS[s.reason]]
+        c, r, p = cols[s.reason], refs.get(s.reason), proposed[s.reason]
         rules.append(RuleProposal(
-            spec.reason, spec.metric, spec.drop_if, spec.threshold, proposed,
-            _drop_share(spec, spec.threshold, c), _drop_share(spec, proposed, c),
-            None if r is None else _drop_share(spec, spec.threshold, r),
-            None if r is None else _drop_share(spec, proposed, r),
+            s.reason, s.metric, s.drop_if, s.threshold, p,
+            _drop_share(s, s.threshold, c), _drop_share(s, p, c),
+            None if r is None else _drop_share(s, s.threshold, r),
+            None if r is None else _drop_share(s, p, r),
         ))  # fmt: skip
-    return Proposal(rules, n_corpus, n_ref, {"tail": tail, "margin": margin, **(settings or {})})
+    before = _union([_fails(s.drop_if, s.threshold, cols[s.reason]) for s in specs], n)
+    after = _union([_fails(s.drop_if, proposed[s.reason], cols[s.reason]) for s in specs], n)
+    return Proposal(rules, n, n_ref, {"tail": tail, "margin": margin, **(settings or {})},
+                    float(before.mean()) if n else 0.0, float(after.mean()) if n else 0.0)
 
 
 def apply_thresholds(cfg: FilterConfig, thresholds: Mapping[str, float | None]) -> FilterConfig:
