@@ -86,20 +86,22 @@ def worker(stage: str, home: str, corpus: str, shard: str | None, band: int | No
 
 
 def band_worker(store, shards: list[str], band: int) -> dict:
-    """One LSH band of the index on its own, as `build_index` runs it (`build_band`: read
-    that band's key column of every shard, sort, link buckets, write the band): its peak
-    RSS is the index's memory per band."""
+    """One LSH band of the index on its own, as `build_index` runs it (`band_job`: read
+    that band's key column of every shard, key range by key range, sort, link buckets,
+    write the band): its peak RSS is the index's memory per band."""
     import tempfile
 
     import pyarrow.parquet as pq
 
-    from pipelines.data.lsh_index import build_band  # type: ignore[attr-defined]
+    from pipelines.data.lsh_index import band_job  # type: ignore[attr-defined]
+    from stages.config import preset
 
     paths = [store.part("minhash_signatures", s) for s in shards]
     lens = [pq.ParquetFile(p).metadata.num_rows for p in paths]
     starts = [sum(lens[:i]) for i in range(len(lens))]
     with tempfile.TemporaryDirectory(dir=store.staging()) as tmp:
-        a, _ = build_band(paths, starts, band, Path(tmp) / "band.parquet")
+        a, _ = band_job(paths, starts, band, Path(tmp) / "band.parquet",
+                        budget=preset("tiny").dedup.band_partition_rows)
     return {"key": f"band{band}", "docs_in": sum(lens), "docs_out": sum(lens), "bytes_in": 0, "cached": False,
             "extra": {"edges": int(a.size)}, "peak_rss_mb": peak_rss_mb()}
 

@@ -273,6 +273,9 @@ class DedupConfig:
     # LSH bands built at once in separate processes by dedup_index (memory: one band
     # each); 1 builds them one after another in the asset's process.
     workers: PosInt = 1
+    # A band is sorted in key ranges of at most about this many documents, one after
+    # another: a band job's memory stays flat as the corpus grows (about 40 bytes each).
+    band_partition_rows: PosInt = 65_536
 
     @property
     def num_perm(self) -> int:

@@ -125,6 +125,45 @@ def test_incremental_index_equals_full_rebuild(tmp_path) -> None:
     assert not build_index([replace(shards[0], key="other"), *shards[1:]], CFG, again, previous=first).incremental
 
 
+@pytest.mark.parametrize("budget", [25, 50])
+def test_bands_in_key_ranges_equal_one_sort(tmp_path, budget: int) -> None:
+    """A band sorted in key ranges of `budget` documents (8 or 4 ranges for 200) writes the
+    same sorted file and finds the same clusters as one sort of the whole band, full and
+    incremental; and a key-range read of the persisted band returns exactly that range."""
+    from dataclasses import replace
+
+    from pipelines.data.dedup_index import build_index
+    from pipelines.data.lsh_index import band_job, key_range, load_band, partition_bits
+
+    shards = sharded_corpus(tmp_path)
+    small = replace(CFG, band_partition_rows=budget)
+    dirs = {d: tmp_path / d for d in ("one", "ranges", "first", "inc")}
+    for d in dirs.values():
+        d.mkdir()
+    want = build_index(shards, CFG, dirs["one"])
+    got = build_index(shards, small, dirs["ranges"])
+    build_index(shards[:2], small, dirs["first"])
+    inc = build_index(shards, small, dirs["inc"], previous=dirs["first"])
+    assert partition_bits(200, budget) == (3 if budget == 25 else 2)
+    assert (got.removed, got.clusters, inc.removed, inc.clusters) == (want.removed, want.clusters) * 2
+    assert decisions(dirs["ranges"]) == decisions(dirs["one"]) == decisions(dirs["inc"])
+    for b in range(CFG.bands):
+        name = f"band_{b:02d}.parquet"
+        one = pq.read_table(dirs["one"] / name)
+        assert pq.read_table(dirs["ranges"] / name).equals(one)
+        assert pq.read_table(dirs["inc"] / name).equals(one)
+    # the edges of one band: a planted pair shares it, in whichever range its key falls
+    paths = [s.path for s in shards]
+    a, b = band_job(paths, [0, 66, 133], 0, None, budget=budget)
+    a1, b1 = band_job(paths, [0, 66, 133], 0, None, budget=10**9)
+    assert sorted(zip(a, b)) == sorted(zip(a1, b1))
+    # a key range of the persisted band holds exactly that range's keys
+    keys = pq.read_table(dirs["one"] / "band_00.parquet")["key"].to_numpy()
+    lo, hi = key_range(1, 2)
+    k, _ = load_band(dirs["one"] / "band_00.parquet", (lo, hi))
+    assert k.tolist() == [x for x in keys.tolist() if lo <= x < hi]
+
+
 def test_a_shard_reads_only_its_rows(tmp_path) -> None:
     import pyarrow as pa
 
@@ -184,3 +223,35 @@ def test_stages_extend_the_index_and_keep_unchanged_shards_cached(tmp_path) -> N
     # a shard gone from the corpus is a full rebuild, with its documents out of every decision
     smaller = dedup.dedup_index_stage(inc, ["s0", "s2"], cfg)
     assert not smaller.extra["incremental"] and set(smaller.extra["shard_digests"]) == {"s0", "s2"}
+
+
+def test_only_documents_sharing_a_paragraph_enter_the_fixpoint() -> None:
+    import pyarrow as pa
+
+    from pipelines.data.dedup_index import sharing_documents
+
+    hashes = pa.chunked_array([pa.array([[5, 0, 7], [8], [0, 0]]), pa.array([[7, 9], [9, 9], [11], []])])
+    rows = np.arange(7)
+    # 7 is in rows 0 and 3; 9 in rows 3 and 4 (twice in 4); 0 is "not deduped"
+    assert sharing_documents(hashes, rows).tolist() == [0, 3, 4]
+    # a removed near-duplicate (row 3) no longer shares: 7 is left in row 0 alone
+    assert sharing_documents(hashes, np.array([0, 1, 2, 4, 5, 6])).tolist() == [4]
+
+
+def test_bands_in_worker_processes_equal_one_process(tmp_path) -> None:
+    """`dedup.workers` > 1 builds bands in spawned processes: same files, same decisions."""
+    from dataclasses import replace
+
+    from pipelines.data.dedup_index import build_index
+
+    shards = sharded_corpus(tmp_path)
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    want = build_index(shards, CFG, one)
+    got = build_index(shards, replace(CFG, workers=2), two, workers=2)
+    assert (got.removed, got.clusters, got.digests) == (want.removed, want.clusters, want.digests)
+    assert decisions(two) == decisions(one)
+    for b in range(CFG.bands):
+        name = f"band_{b:02d}.parquet"
+        assert pq.read_table(two / name).equals(pq.read_table(one / name))

@@ -34,14 +34,10 @@ from pipelines.config import DedupConfig
 from pipelines.data.dedup import paragraph_decisions
 from pipelines.data.lsh_index import (
     band_column,
-    build_band,
+    band_job,
     cluster_edges,
     components,
     keepers,
-    load_band,
-    query_band,
-    read_band,
-    write_band,
 )
 
 ROW_GROUP = 4096  # rows per row group of the decision files: what a shard's filter skips by
@@ -74,16 +70,9 @@ def _ranges(shards: Sequence[ShardInput], first: int) -> pl.DataFrame:
 
 
 def _band_job(args: tuple) -> tuple[np.ndarray, np.ndarray]:
-    paths, starts, band, out, previous = args
-    if previous is None:
-        return build_band(paths, starts, band, out)
-    old_keys, old_rows = load_band(previous / f"{band_column(band)}.parquet")
-    keys = read_band(paths, band)
-    lens = [pq.ParquetFile(p).metadata.num_rows for p in paths]
-    rows = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lens)]) if lens else np.empty(0, np.int64)
-    edges, (mk, mr) = query_band(old_keys, old_rows, keys, rows)
-    write_band(out, mk, mr)
-    return edges
+    paths, starts, band, out, previous, budget = args
+    prev = previous / f"{band_column(band)}.parquet" if previous is not None else None
+    return band_job(paths, starts, band, out, prev, budget)
 
 
 def _run_bands(jobs: list[tuple], workers: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -118,7 +107,7 @@ def build_index(shards: Sequence[ShardInput], cfg: DedupConfig, out: Path, previ
         prev_dir = previous
     nranges = ranges.filter(pl.col("shard").is_in([s.name for s in new]))
     paths, starts = [str(s.path) for s in new], nranges["start"].to_list()
-    edges = _run_bands([(paths, starts, b, out / f"{band_column(b)}.parquet", prev_dir)
+    edges = _run_bands([(paths, starts, b, out / f"{band_column(b)}.parquet", prev_dir, cfg.band_partition_rows)
                         for b in range(cfg.bands)], workers)
     n = int(ranges["stop"].max() or 0)
     if prev_dir is not None:
@@ -169,7 +158,7 @@ def _paragraphs(corpus: pa.Table, doc_ids: pa.Array, removed: np.ndarray, shard_
     if not cfg.paragraph_dedup:
         return _no_paragraphs()
     n = corpus.num_rows
-    survivors = np.setdiff1d(np.arange(n), removed)
+    survivors = sharing_documents(corpus["paragraph_hashes"], np.setdiff1d(np.arange(n), removed))
     rank = np.empty(n, dtype=np.int64)
     rank[pc.sort_indices(doc_ids).to_numpy()] = np.arange(n)  # doc_id order, ties by row
     take = pa.array(survivors)
@@ -185,6 +174,23 @@ def _paragraphs(corpus: pa.Table, doc_ids: pa.Array, removed: np.ndarray, shard_
         "line_indices": out["line_indices"].to_arrow().cast(pa.list_(pa.int32())),
         "reject": out["reject"].to_arrow(),
     })
+
+
+def sharing_documents(hashes: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
+    """The rows among `rows` with a paragraph hash that occurs at least twice among them.
+
+    Only those can lose a line or hold one that another loses, so the fixpoint runs on
+    them alone with the same result; in a corpus where few pages share paragraphs this
+    keeps the exploded table, the index's largest, to a fraction of the corpus. The count
+    is over lines, so a line repeated inside one page also qualifies it (a superset)."""
+    sub = hashes.take(pa.array(rows))
+    flat = pc.list_flatten(sub).to_numpy()
+    parent = pc.list_parent_indices(sub).to_numpy()
+    nz = flat != 0
+    flat, parent = flat[nz], parent[nz]
+    uniq, counts = np.unique(flat, return_counts=True)
+    shared = np.isin(flat, uniq[counts > 1], assume_unique=False)
+    return rows[np.unique(parent[shared])]
 
 
 def write_sorted(path: Path, table: pa.Table, row_group_size: int = ROW_GROUP) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
@@ -76,34 +77,96 @@ def bucket_edges(sorted_keys: np.ndarray, sorted_rows: np.ndarray) -> tuple[np.n
     return sorted_rows[linked].astype(np.int64), sorted_rows[first[linked]].astype(np.int64)
 
 
-def read_band(paths: Sequence[str | Path], band: int) -> np.ndarray:
-    """One band's keys of every file, concatenated in order: the only column read."""
+def partition_bits(n: int, budget: int) -> int:
+    """log2 of the number of key ranges a band of `n` documents is sorted in, so that each
+    range holds about n / 2^bits <= `budget` entries: keys are uniform 64-bit hashes, so
+    their top bits split a band evenly."""
+    parts = max(1, -(-n // max(budget, 1)))
+    return (parts - 1).bit_length()
+
+
+def key_range(part: int, bits: int) -> tuple[int, int | None]:
+    """[lo, hi) of the keys of range `part` (hi None: up to the largest key)."""
+    if bits == 0:
+        return 0, None
+    shift = 64 - bits
+    return part << shift, ((part + 1) << shift) if part + 1 < (1 << bits) else None
+
+
+def _in_range(keys: np.ndarray, part: int, bits: int) -> np.ndarray:
+    if bits == 0:
+        return np.ones(keys.size, dtype=bool)
+    return (keys >> np.uint64(64 - bits)) == np.uint64(part)
+
+
+def read_band(paths: Sequence[str | Path], row_starts: Sequence[int], band: int, part: int = 0,
+              bits: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, rows) of one band's key range over every file (file i's rows numbered from
+    row_starts[i]): one column is read per file, and only the range's entries are kept,
+    so memory is one file's column plus the range."""
     col = band_column(band)
-    parts = [pq.read_table(p, columns=[col])[col].to_numpy() for p in paths]
-    return np.concatenate(parts).astype(np.uint64, copy=False) if parts else np.empty(0, np.uint64)
+    ks, rs = [np.empty(0, np.uint64)], [np.empty(0, np.int64)]
+    for path, start in zip(paths, row_starts):
+        k = pq.read_table(path, columns=[col])[col].to_numpy().astype(np.uint64, copy=False)
+        idx = np.flatnonzero(_in_range(k, part, bits))
+        ks.append(k[idx])
+        rs.append(idx.astype(np.int64) + int(start))
+    return np.concatenate(ks), np.concatenate(rs)
 
 
-def build_band(paths: Sequence[str | Path], row_starts: Sequence[int], band: int,
-               out: Path | None) -> tuple[np.ndarray, np.ndarray]:
-    """Sort one band of the corpus (file i's rows numbered from row_starts[i]), write it to
-    `out` (key, row: the persisted index) and return its edges."""
-    keys = read_band(paths, band)
-    lens = [pq.ParquetFile(p).metadata.num_rows for p in paths]
-    rows = np.concatenate([np.arange(s, s + n, dtype=np.int64) for s, n in zip(row_starts, lens)]) \
-        if lens else np.empty(0, np.int64)
-    sk, sr = sort_band(keys, rows)
-    if out is not None:
-        write_band(out, sk, sr)
-    return bucket_edges(sk, sr)
+def _count_rows(paths: Sequence[str | Path]) -> int:
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
 
 
-def write_band(out: Path, keys: np.ndarray, rows: np.ndarray) -> None:
-    pq.write_table(pa.table({"key": pa.array(keys, pa.uint64()), "row": pa.array(rows.astype(np.uint32))}),
-                   out, compression="zstd")
+def band_job(paths: Sequence[str | Path], row_starts: Sequence[int], band: int, out: Path | None,
+             previous: Path | None = None, budget: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
+    """Sort one band and return its edges; write it to `out` (key, row: the persisted index).
+
+    With `previous` (that band's persisted file), only the new files' keys are read and
+    queried against it (`query_band`), and the merged band is written. Either way the band
+    is processed in key ranges of at most about `budget` entries (`partition_bits`), in
+    key order, so the file comes out sorted and memory does not grow with the corpus."""
+    n = _count_rows(paths) + (pq.ParquetFile(previous).metadata.num_rows if previous else 0)
+    bits = partition_bits(n, budget)
+    writer = pq.ParquetWriter(out, _BAND_SCHEMA, compression="zstd") if out is not None else None
+    edges_a, edges_b = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    try:
+        for part in range(1 << bits):
+            keys, rows = read_band(paths, row_starts, band, part, bits)
+            if previous is None:
+                sk, sr = sort_band(keys, rows)
+                a, b = bucket_edges(sk, sr)
+            else:
+                ok, orows = load_band(previous, key_range(part, bits))
+                (a, b), (sk, sr) = query_band(ok, orows, keys, rows)
+            edges_a.append(a)
+            edges_b.append(b)
+            if writer is not None:
+                writer.write_table(_band_table(sk, sr), row_group_size=BAND_ROW_GROUP)
+    finally:
+        if writer is not None:
+            writer.close()
+    return np.concatenate(edges_a), np.concatenate(edges_b)
 
 
-def load_band(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    t = pq.read_table(path)
+BAND_ROW_GROUP = 65_536  # rows per row group of a band file: what a key-range read skips by
+_BAND_SCHEMA = pa.schema([("key", pa.uint64()), ("row", pa.uint32())])
+
+
+def _band_table(keys: np.ndarray, rows: np.ndarray) -> pa.Table:
+    return pa.table({"key": pa.array(keys, pa.uint64()), "row": pa.array(rows.astype(np.uint32))},
+                    schema=_BAND_SCHEMA)
+
+
+def load_band(path: Path, keys: tuple[int, int | None] = (0, None)) -> tuple[np.ndarray, np.ndarray]:
+    """A persisted band's (keys, rows) in [lo, hi): row groups outside it are skipped by
+    their statistics (the file is sorted by key)."""
+    lo, hi = keys
+    # uint64 scalars: a plain int above 2^63 would be taken as int64 and rejected
+    expr = pc.field("key") >= pa.scalar(lo, pa.uint64())
+    if hi is not None:
+        expr = expr & (pc.field("key") < pa.scalar(hi, pa.uint64()))
+    t = pq.read_table(path, filters=expr if lo or hi is not None else None)
     return t["key"].to_numpy().astype(np.uint64, copy=False), t["row"].to_numpy().astype(np.int64)
 
 
