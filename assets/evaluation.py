@@ -24,7 +24,8 @@ from stages.store import DataStore, cache_key
 CHECKPOINT_ASSETS = [base_model, sft_model, dpo_model, ppo_model, grpo_model]
 
 ALARMS = {
-    "val_loss_rising": "validation loss has risen above its minimum by more than 0.01 nats",
+    "val_loss_rising": "validation loss has risen above its minimum by more than 0.01 nats (passes when early "
+                       "stopping acted: the stage consumes its best checkpoint, named in the details)",
     "overfitting": "training loss fell over the last evaluations while validation loss did not",
     "repetition": "a generation sample repeats its own 4-grams more than eval.repetition_threshold",
     "outdated_chain": "the stage was trained from a parent that has been retrained since (re-materialize the "

@@ -11,14 +11,16 @@ from assets.tokens import token_shards, tokenizer
 from model.checkpoint_files import latest as latest_checkpoint
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from stages import loss_curve
-from stages.lineage import finished_checkpoint, record_materialized
+from stages.lineage import record_materialized
 from stages.pretrain import (
     BASE_MODEL,
     CODE_VERSION,
     PretrainError,
+    RunEnd,
     RunSpec,
     prepare,
     read_metrics,
+    run_end,
     unigram_entropy,
 )
 from stages.store import DataStore
@@ -50,24 +52,32 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
     except PretrainError as e:
         raise dg.Failure(str(e), allow_retries=False) from e  # a refusal is the same on every attempt
     entropy = unigram_entropy(spec.config["train"]["shards"])
-    # the run's own last step, intact: an older fallback checkpoint would be refused downstream
-    latest = finished_checkpoint(spec)
-    cached = latest is not None
+    # the run's own last step (or its early stop), intact: an older fallback checkpoint would be refused downstream
+    try:
+        end = run_end(spec)
+    except PretrainError as e:
+        raise dg.Failure(str(e), allow_retries=False) from e
+    cached = end is not None
     reported = {}
     if cached:
-        context.log.info(f"{latest.path} is this run's last step ({spec.steps}): nothing to train")
+        context.log.info(f"{end.last.path} is where this run ended ({end.early_stop or f'its last step, {spec.steps}'}):"
+                         " nothing to train")
     else:
         context.log.info(f"{spec.lineage['start']}; steps {spec.start_step}..{spec.steps}")
         newest = latest_checkpoint(spec.dir)
         reported = _train(context, spec, launcher, mlflow, resumed_from=newest.step if newest else spec.start_step,
                           store=store)
-        latest = finished_checkpoint(spec)
-        if latest is None:
-            raise dg.Failure(f"training finished but left no intact checkpoint at step {spec.steps} under {spec.dir}")
-    # what eval_report, export and the post-training chain consume (stages.lineage)
+        try:
+            end = run_end(spec)
+        except PretrainError as e:
+            raise dg.Failure(str(e), allow_retries=False) from e
+        if end is None:
+            raise dg.Failure(f"training finished but left no intact checkpoint at step {spec.steps} (nor an early "
+                             f"stop) under {spec.dir}")
+    # what eval_report, export and the post-training chain consume (stages.lineage): the best checkpoint
     runs = spec.record().get("mlflow_runs", [])
-    record_materialized(store, BASE_MODEL, spec, latest, context.run.run_id, runs[-1] if runs else "")
-    return _result(spec, latest, cached, entropy, reported)
+    record_materialized(store, BASE_MODEL, spec, end.recorded, context.run.run_id, runs[-1] if runs else "")
+    return _result(spec, end, cached, entropy, reported)
 
 
 def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunLauncher, mlflow: MlflowTracking,
@@ -81,7 +91,8 @@ def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunL
     return run_program(context, spec, launcher, mlflow, "model.train", tags, store=store)
 
 
-def _result(spec: RunSpec, latest, cached: bool, entropy: float, reported: dict) -> dg.MaterializeResult:
+def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: dict) -> dg.MaterializeResult:
+    latest = end.recorded  # the best checkpoint: its metrics are the model's the stages consume
     state = latest.state()
     m = state.get("metrics", {})
     records = read_metrics(spec.dir)
@@ -92,6 +103,7 @@ def _result(spec: RunSpec, latest, cached: bool, entropy: float, reported: dict)
     md = {
         **reported,
         "checkpoint": dg.MetadataValue.path(str(latest.path)), "step": latest.step, "cached": cached,
+        "last_checkpoint": dg.MetadataValue.path(str(end.last.path)), "last_step": end.last.step,
         "run_key": spec.key, "mlflow_run_id": mlflow_runs[-1] if mlflow_runs else "",
         "parameters": plan.get("parameters", 0), "tokens_seen": state.get("tokens_seen", 0),
         "unigram_entropy": round(entropy, 4),
@@ -104,6 +116,8 @@ def _result(spec: RunSpec, latest, cached: bool, entropy: float, reported: dict)
         md["plan"] = dg.MetadataValue.md("```\n" + plan["summary"] + "\n```")
     if estimate:
         md["estimated_seconds"] = round(estimate["estimated_total_s"], 1)
+    if end.early_stop:
+        md["early_stop"] = end.early_stop
     md |= _continuation(spec, state)
     if rows := loss_curve.eval_rows(records):
         md["loss_curve"] = rows_table(rows)

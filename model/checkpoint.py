@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -54,10 +55,11 @@ def _fsync(path: Path) -> None:
 
 def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_state: dict, state: dict,
          keep: int = 3, tied: bool = False, tokenizer: str | Path | None = None,
-         heads: dict[str, torch.Tensor] | None = None) -> Checkpoint:
+         heads: dict[str, torch.Tensor] | None = None, protect: Iterable[int] = ()) -> Checkpoint:
     """Write step `step` under `root` (temporary directory, fsync, one rename), then keep
-    only the newest `keep` checkpoints. `weights` and `optimizer_state` are full
-    (unsharded) state dicts (model.parallel.full_state)."""
+    only the newest `keep` checkpoints and those of the steps in `protect` (the run's best,
+    model.early_stop). `weights` and `optimizer_state` are full (unsharded) state dicts
+    (model.parallel.full_state)."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:08d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
@@ -85,8 +87,10 @@ def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_stat
         shutil.rmtree(final)
     os.rename(tmp, final)
     _fsync(root)
+    protect = set(protect)
     for old in all_checkpoints(root)[:-keep]:
-        shutil.rmtree(old.path, ignore_errors=True)
+        if old.step not in protect:
+            shutil.rmtree(old.path, ignore_errors=True)
     return Checkpoint(final, step)
 
 

@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import fsspec
@@ -34,11 +34,13 @@ import torch.distributed as dist
 from model.checkpoint import CheckpointError
 from model.checkpoint_files import PREFIX, Checkpoint, latest, verify
 from model.config import RUNTIME_FIELDS, ModelConfig, TrainConfig
+from model.early_stop import BEST_FILE
 from model.parallel import Dist
 from pipelines.tokens.token_format import TokenShard
 
 SUMS = "checksums.json"
 METRICS = "metrics.jsonl"
+BEST = BEST_FILE  # early stopping's record of the best checkpoint
 SHARED_PATH_WARNING = (
     "training on {nodes} nodes without train.checkpoint_mirror: every node resumes from its own {out}, "
     "and only rank 0 writes checkpoints there. Put train.out on a path all nodes share (the same home), "
@@ -93,10 +95,11 @@ def _digest(path: Path) -> str | None:
     return hashlib.sha256(sums.read_bytes()).hexdigest() if sums.is_file() else None
 
 
-def upload(url: str, ckpt: Checkpoint, keep: int = 0) -> None:
+def upload(url: str, ckpt: Checkpoint, keep: int = 0, protect: Iterable[int] = ()) -> None:
     """Copy a checkpoint directory to `<url>/<its name>/`, checksums.json last; then drop
     the mirror's checkpoints after this step (another timeline) and all but the newest
-    `keep` (0: keep all)."""
+    `keep` (0: keep all), except the steps in `protect` (the run's best: as `ckpt.save`
+    keeps it locally, so a resume or a reader of the mirror alone still finds it)."""
     fs, root = _fs(url)
     dest = f"{root}/{ckpt.path.name}"
     local_sums = (ckpt.path / SUMS).read_bytes()
@@ -111,8 +114,10 @@ def upload(url: str, ckpt: Checkpoint, keep: int = 0) -> None:
             fs.put_file(str(path), f"{dest}/{rel}")
     fs.pipe_file(f"{dest}/{SUMS}", local_sums)
     steps = remote_steps(url, complete=False)
-    older = [n for s, n in steps if s <= ckpt.step]
-    for name in [n for s, n in steps if s > ckpt.step] + (older[:-keep] if keep else []):
+    kept = set(protect)
+    older = [(s, n) for s, n in steps if s <= ckpt.step]
+    rotated = [n for s, n in (older[:-keep] if keep else []) if s not in kept]
+    for name in [n for s, n in steps if s > ckpt.step] + rotated:
         fs.rm(f"{root}/{name}", recursive=True)
 
 
@@ -192,7 +197,9 @@ class CheckpointSync:
         self._barrier()
         chosen = (mine if self.mirror else latest(out)) if d.main else None
         if self.mirror and d.main and chosen is not None:
-            self._upload(chosen)  # saved but never copied (killed in between): the others need it
+            # saved but never copied (killed in between): the others need it; its run's best stays
+            best = (chosen.state().get("early_stop") or {}).get("best_step")
+            upload(self.mirror, chosen, self.cfg.keep_checkpoints, [best] if best is not None else [])
         if d.world == 1:
             return chosen
         target = self._broadcast((chosen.path.name, chosen.step, _digest(chosen.path)) if chosen else None)
@@ -212,15 +219,16 @@ class CheckpointSync:
         self._all_ok(problem)
         return Checkpoint(path, step)
 
-    def publish(self, saved: Checkpoint) -> None:
-        """Rank 0, after each save: the checkpoint, then the records so far."""
+    def publish(self, saved: Checkpoint, protect: Iterable[int] = ()) -> None:
+        """Rank 0, after each save: the checkpoint, then the records so far (the metrics,
+        and `best.json` of early stopping)."""
         if not self.mirror:
             return
-        self._upload(saved)
-        metrics = self.out / METRICS
-        if metrics.exists():
-            fs, root = _fs(self.mirror)
-            fs.put_file(str(metrics), f"{root}/{METRICS}")
+        upload(self.mirror, saved, self.cfg.keep_checkpoints, protect)
+        fs, root = _fs(self.mirror)
+        for name in (METRICS, BEST):
+            if (self.out / name).exists():
+                fs.put_file(str(self.out / name), f"{root}/{name}")
 
     def _shared_out(self) -> bool:
         """Whether every rank sees the file rank 0 just created under `out` (the same
@@ -235,9 +243,6 @@ class CheckpointSync:
         if self.d.main:
             marker.unlink()
         return all(seen)
-
-    def _upload(self, ckpt: Checkpoint) -> None:
-        upload(self.mirror, ckpt, self.cfg.keep_checkpoints)
 
     def _barrier(self) -> None:
         if self.d.world > 1:

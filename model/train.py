@@ -40,6 +40,7 @@ from model.data import (
     validation_batches,
     validation_bytes_per_token,
 )
+from model.early_stop import EarlyStop
 from model.gpt import GPT
 from model.schedule import lr_at
 from model.sinks import Reporter, run_reported
@@ -153,6 +154,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     opt = optim.build(model, cfg, fused=d.device.type == "cuda")
     loader = make_loader(cfg, d)
     step, tokens_seen, running, last_metrics = cfg.start_step, 0, None, {}
+    stopper = EarlyStop(cfg.early_stop_patience, cfg.early_stop_min_delta)
     if init is not None:  # tokens_seen counts the model's whole life
         tokens_seen = init.state().get("tokens_seen", 0)
         report(event="continue", step=step, checkpoint=str(init.path), steps=cfg.steps, tokens_seen=tokens_seen,
@@ -162,6 +164,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
         loader.load_state_dict(state["loader"])
         step, tokens_seen, running = state["step"], state["tokens_seen"], state.get("running_loss")
         last_metrics = state.get("metrics", {})
+        stopper.load_state_dict(state.get("early_stop"))
         report(event="resume", step=step, checkpoint=str(last.path))
     step_fn = parallel.compile_if_asked(wrapped, cfg, d, lambda m: report(event="warning", message=m))
     start_step = step
@@ -172,7 +175,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     t0 = time.perf_counter()
     probe = (start_step + 1, start_step + 1 + cfg.warmup_probe_steps)  # the first step pays for compilation
     t_probe, final = None, last  # the checkpoint this run ends on (resumed at the end: the one loaded)
-    while step < cfg.steps:
+    while step < cfg.steps and not stopper.should_stop:
         opt.set_lr_factor(lr_for(cfg, step) / cfg.lr)
         lr = opt.param_groups[0]["lr"]
         loss_sum = torch.zeros((), device=d.device)
@@ -216,27 +219,38 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
                    estimated_total_s=(now - t0) + sec * (cfg.steps - step), tokens_per_s=tokens_per_step / sec,
                    mfu=flops_per_step / sec / peak_total, peak_flops=peak_total,
                    peak_source=peak_source)
+        improved = False
         if step % cfg.eval_every == 0 or step == cfg.steps:
             last_metrics |= evaluate(wrapped, cfg, d)
+            improved = stopper.update(step, last_metrics.get("val_loss"))
         report(event="step", **last_metrics)
-        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+        # a new best is checkpointed at its step, and so is an early stop (to inspect or resume)
+        if step % cfg.checkpoint_every == 0 or step == cfg.steps or improved or stopper.should_stop:
             weights, optim_state = parallel.full_state(model, opt, cfg, d)
             if d.main:
                 saved = ckpt.save(out, step, weights, optim_state,
                                   {"loader": loader.state_dict(), "tokens_seen": tokens_seen, "running_loss": running,
                                    "tokens_per_source": _tokens_per_source(loader),
                                    "metrics": last_metrics, "train_config": dataclasses.asdict(cfg),
-                                   "model_config": dataclasses.asdict(mcfg), "run_identity": sync.identity},
+                                   "model_config": dataclasses.asdict(mcfg), "run_identity": sync.identity,
+                                   "early_stop": stopper.state_dict()},
                                   keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings,
-                                  tokenizer=cfg.tokenizer or None)
-                report(event="checkpoint", step=step, path=str(saved.path))
-                sync.publish(saved)  # before the barrier: no rank runs ahead of a copy others may need
+                                  tokenizer=cfg.tokenizer or None, protect=stopper.protected())
+                report(event="checkpoint", step=step, path=str(saved.path), best=improved)
+                stopper.write(out, step)
+                sync.publish(saved, stopper.protected())  # before the barrier: no rank runs ahead of a copy others may need
                 final = saved
             if d.world > 1:
                 dist.barrier()
+    if stopper.should_stop:  # now, or already at the checkpoint this run resumed from
+        stopper.stopped_at = step
+        report(event="early_stop", step=step, best_step=stopper.best_step, best_val_loss=stopper.best_val,
+               patience=cfg.early_stop_patience, evals_since_best=stopper.evals_since_best)
+    if d.main and final is not None:
+        stopper.write(out, final.step)
     # the path of the checkpoint just written, not ckpt.latest(): that would hash every file again
     report(event="done", **last_metrics)
-    report.materialize(_final_metadata(last_metrics, model.num_params(), d, final))
+    report.materialize(_final_metadata(last_metrics, model.num_params(), d, final, stopper, out, cfg.steps))
     return last_metrics
 
 
@@ -257,13 +271,13 @@ def _tokens_per_source(loader: TokenWindows | MixtureWindows) -> dict[str, int]:
     return {}
 
 
-def _final_metadata(m: dict, params: int, d: parallel.Dist, final) -> dict:
+def _final_metadata(m: dict, params: int, d: parallel.Dist, final, stopper: EarlyStop, out: Path,
+                    steps: int) -> dict:
+    """`checkpoint`: the best one (what the stages consume), `last_checkpoint`: the last."""
     md = {k: m[k] for k in ("loss", "val_loss", "val_ppl", "val_bpb", "tokens_seen", "tokens_per_s", "mfu", "step")
           if isinstance(m.get(k), (int, float))}
     md |= {"parameters": params, "world_size": d.world, "device": str(d.device)}
-    if final is not None:
-        md["checkpoint"] = {"raw_value": str(final.path), "type": "path"}
-    return md
+    return md | (stopper.metadata(out, final.path, steps) if final is not None else {})
 
 
 def _problem(loss: float, running: float | None, spike_factor: float) -> str | None:

@@ -2,8 +2,10 @@
 run's training records and samples, one table (rows = stages, columns = metrics), and
 the report as markdown, JSON and PNG plots under data/eval_report/.
 
-The alarms are the seeds' list: validation loss rising after its minimum, training loss
-falling while validation loss does not (memorising), and repetition in the samples; plus
+The alarms are the seeds' list: validation loss rising after its minimum (an action, not
+an alarm, when early stopping ended the run and its best checkpoint is what is consumed),
+training loss falling while validation loss does not (memorising), and repetition in the
+samples; plus
 an outdated chain (a stage trained from a parent that has been retrained since: its row
 measures a model the current chain would not produce).
 """
@@ -46,6 +48,10 @@ def training_alarms(records: list[dict], window: int = 3) -> dict[str, dict]:
     rising = {"fired": rise > RISE_TOLERANCE,
               "detail": f"minimum {best['val_loss']:.4f} at step {best['step']}, last {last['val_loss']:.4f} "
                         f"at step {last['step']} ({rise:+.4f})"}
+    if stop := early_stop_of(records):  # the alarm became an action: the rise is not in the consumed model
+        rising = {"fired": False, "action": "early_stop",
+                  "detail": f"{rising['detail']}; early stopping took the best checkpoint, step {stop['best_step']} "
+                            f"(stopped at step {stop['step']}, patience {stop['patience']})"}
     recent = evals[-window:] if len(evals) >= window else evals
     train_fall = recent[0]["train_loss"] - recent[-1]["train_loss"]
     val_fall = recent[0]["val_loss"] - recent[-1]["val_loss"]
@@ -53,6 +59,16 @@ def training_alarms(records: list[dict], window: int = 3) -> dict[str, dict]:
             "detail": f"steps {recent[0]['step']}-{recent[-1]['step']}: training loss fell {train_fall:.4f}, "
                       f"validation loss fell {val_fall:.4f}"}
     return {"val_loss_rising": rising, "overfitting": over}
+
+
+def early_stop_of(records: list[dict]) -> dict | None:
+    """The `early_stop` record (model.train) that ended the run's last attempt, if one did
+    (an older one, from before a resume with a larger patience, does not count)."""
+    stops = [r for r in records if r.get("event") == "early_stop"]
+    steps = steps_of_last_attempt(records)
+    if not stops or (steps and stops[-1]["step"] != steps[-1]["step"]):
+        return None
+    return stops[-1]
 
 
 def repetition_alarm(row: dict, threshold: float) -> dict:

@@ -13,6 +13,12 @@ A run whose inputs changed moves the old run's files to `data/<asset>/previous/<
   `train.replay_fraction` replay of those it did, and says so in its lineage
   (`continued_from`, `new_shards`, `old_shards`);
 * or trains from scratch, with the reason in its lineage (`start`: "fresh: ...").
+
+A run has ended at its last step, or earlier when early stopping ended it (model.early_stop:
+`best.json` names the stop, which holds while `train.early_stop_patience` is no larger than
+the evaluations it waited; a larger one, or 0, resumes it from the stop). What the stages
+record and consume is its best checkpoint, which best.json names (`run_end`); an early-stopped
+run is continued from that one.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.checkpoint_files import all_checkpoints, latest
+from model.checkpoint_files import PREFIX, Checkpoint, all_checkpoints, latest, verify
 from model.config import CONTINUATION_FIELDS, RUNTIME_FIELDS, TrainConfig
+from model.early_stop import EarlyStop, read_best, stop_holds
 from stages.config import YunqueConfig
 from stages.store import DataStore, cache_key, write_json
 from stages.tokenizer import TOKEN_SHARDS, TOKENIZER
@@ -74,6 +81,51 @@ class RunSpec:
         rec = self.record()
         rec.setdefault("mlflow_runs", []).append(run_id)
         write_json(self.dir / RUN_FILE, rec)
+
+
+@dataclass
+class RunEnd:
+    """A run that has ended: `recorded` is its best checkpoint (what the stages record and
+    consume; the last one when no evaluation named a best), `last` the one it ended on."""
+    recorded: Checkpoint
+    last: Checkpoint
+    best: dict[str, Any] | None  # best.json (model.early_stop), if the run wrote one
+    early_stop: str | None = None  # why it ended before its last step, if it did
+
+    @property
+    def stopped_at(self) -> int | None:
+        return self.last.step if self.early_stop else None
+
+
+def _intact(root: Path, step: int) -> Checkpoint | None:
+    found = Checkpoint(root / f"{PREFIX}{step:08d}", step)
+    return found if found.path.is_dir() and verify(found) is None else None
+
+
+def ended(root: Path, steps: int, patience: int | None) -> RunEnd | None:
+    """The run under `root` if it ended at `steps`, or early stopping ended it (under
+    `patience`; None: as it was run), with both checkpoints intact; else None (train on: the
+    program resumes from its newest intact checkpoint)."""
+    best, early = read_best(root), None
+    last = _intact(root, steps)
+    if last is None:
+        holds = best is not None and best.get("stopped_at") is not None if patience is None \
+            else stop_holds(best, patience)
+        if not holds or (last := _intact(root, best["stopped_at"])) is None:
+            return None
+        early = EarlyStop.from_record(best).summary(steps)
+    recorded = last
+    if best and best.get("last_step") == last.step and best.get("step") not in (None, last.step):
+        recorded = _intact(root, best["step"])
+        if recorded is None:  # rotation never deletes it: only a damaged or hand-edited run gets here
+            raise PretrainError(f"{root}: the best checkpoint (step {best['step']}, {root / 'best.json'}) is missing "
+                                f"or damaged; delete {root} to train again")
+    return RunEnd(recorded, last, best, early)
+
+
+def run_end(spec: RunSpec) -> RunEnd | None:
+    """How `spec`'s run ended (see `ended`), under its configured patience."""
+    return ended(spec.dir, spec.steps, spec.config["train"].get("early_stop_patience", 0))
 
 
 def token_inputs(store: DataStore, shards: list[str]) -> tuple[str, dict[str, str], int]:
@@ -186,10 +238,13 @@ def choose_start(root: Path, prev: dict[str, Any], data_key: str, recipe: dict, 
     if why:
         return Start(f"fresh: {why}", everything)
     want = prev["config"]["train"]["steps"]
-    final = latest(root)  # verifies its checksums: the weights must be the ones recorded
-    if final is None or final.step < want:
+    end = ended(root, want, None)  # verifies checksums: the weights must be the ones recorded
+    if end is None:
+        final = latest(root)
         return Start(f"fresh: the previous run is incomplete (step {final.step if final else 0} of {want})",
                      everything)
+    # a finished run goes on from its last step; an early-stopped one from its best (it had stopped improving)
+    final = end.recorded if end.early_stop else end.last
     sums = json.loads((final.path / "checksums.json").read_text())
     seen = lineage.get("token_shards", {})
     new = sorted(s for s in versions if seen.get(s) != versions[s])

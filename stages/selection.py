@@ -6,7 +6,9 @@
 Assets call these (through `assets.partitions.consumed_shards` for the Dagster side of
 the first); nothing else decides either question. A checkpoint is consumed by version:
 the one its asset's materialized.json names (stages.lineage), never the newest on disk,
-which may be an unfinished run's.
+which may be an unfinished run's. For a pretraining run that is its best checkpoint
+(stages.pretrain.run_end), which may precede the run's last step: the run's best.json
+(model.early_stop) says that run ended and that step was its best.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from model.checkpoint_files import Checkpoint, verify
+from model.early_stop import read_best
 from stages.lineage import LineageError, read_record, unfinished_note, weights_of
 from stages.store import DataStore
 
@@ -52,7 +55,7 @@ def consumed_record(store: DataStore, asset: str) -> tuple[dict[str, Any], Check
     # resolved in this store, not by the absolute path recorded: a home can be moved
     path = store.dir(asset) / Path(rec["checkpoint"]).name
     redo = f"re-materialize {asset}"
-    if rec["step"] < rec.get("final_step", rec["step"]):
+    if rec["step"] < rec.get("final_step", rec["step"]) and not _best_of_ended_run(store.dir(asset), rec):
         raise LineageError(f"{asset}: the recorded checkpoint {path} is step {rec['step']} of a "
                            f"{rec['final_step']}-step run (unfinished): materialize {asset} to finish it")
     if not path.is_dir():
@@ -63,6 +66,14 @@ def consumed_record(store: DataStore, asset: str) -> tuple[dict[str, Any], Check
     if weights_of(path).get("weights_sha256") != rec.get("weights_sha256"):
         raise LineageError(f"{asset}: {path} holds other weights than the record names (overwritten since): {redo}")
     return rec, found
+
+
+def _best_of_ended_run(directory: Path, rec: dict[str, Any]) -> bool:
+    """Whether the record names the best checkpoint of a run that has ended (at its last
+    step, or stopped early), as the run's best.json says."""
+    best = read_best(directory)
+    return bool(best) and best.get("step") == rec["step"] and (
+        best.get("stopped_at") is not None or best.get("last_step") == rec["final_step"])
 
 
 def consumed_checkpoint(store: DataStore, asset: str) -> Checkpoint:

@@ -47,6 +47,18 @@ def test_resumed_runs_count_each_step_once():
     assert not eval_report.training_alarms(recs)["val_loss_rising"]["fired"]
 
 
+def test_rising_validation_is_an_action_when_early_stopping_took_the_best():
+    recs = _records([5.0, 4.0, 4.05, 4.2, 4.3], [5.0, 3.9, 3.5, 3.0, 2.8])
+    stop = {"event": "early_stop", "step": 50, "best_step": 20, "best_val_loss": 4.0, "patience": 3}
+    acted = eval_report.training_alarms([*recs, stop])["val_loss_rising"]
+    assert not acted["fired"] and acted["action"] == "early_stop"
+    assert "minimum 4.0000 at step 20" in acted["detail"]
+    assert "early stopping took the best checkpoint, step 20 (stopped at step 50, patience 3)" in acted["detail"]
+    # a stop from before a resume that trained on (a larger patience) is not this run's end
+    more = [*recs, {**stop, "step": 40}, {"event": "step", "step": 60, "loss": 2.7, "val_loss": 4.4}]
+    assert eval_report.training_alarms(more)["val_loss_rising"]["fired"]
+
+
 def test_repetition_alarm_and_report():
     row = {"step": 100, "checkpoint": "/x", "val_loss": 3.8, "val_ppl": 44.7, "val_bpb": 1.29, "parameters": 1000,
            "math_set": "es_add2", "math_accuracy": 0.25, "math_problems": 4, "distinct_2": 0.9, "repeat_4_max": 0.8,

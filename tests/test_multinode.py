@@ -432,6 +432,11 @@ def test_mirror_upload_download_and_what_it_refuses(tmp_path):
     for step in (10, 20, 30):
         mirror.upload(url, _checkpoint(local, step), keep=2)
     assert [s for s, _ in mirror.remote_steps(url)] == [20, 30]
+    # the run's best checkpoint (early stopping) survives rotation on the mirror too
+    best = tmp_path / "best"
+    for step in (10, 20, 30):
+        mirror.upload(f"file://{best}", _checkpoint(local, step), keep=1, protect=[10])
+    assert [s for s, _ in mirror.remote_steps(f"file://{best}")] == [10, 30]
     # a half-copied checkpoint (no checksums.json yet) is not there as far as readers go
     partial = tmp_path / "mirror" / "step-00000040"
     shutil.copytree(local / "step-00000030", partial)

@@ -213,11 +213,12 @@ def test_fsdp2_on_two_gloo_processes_matches_ddp_and_resumes(tmp_path):
     ddp, fsdp = _losses(tmp_path / "ddp"), _losses(tmp_path / "fsdp")
     assert sorted(fsdp) == list(range(1, 13))
     assert max(abs(ddp[s] - fsdp[s]) for s in ddp) < 1e-4
-    # resume FSDP from its step-6 checkpoint: the same losses after it
-    ckpt_12 = tmp_path / "fsdp" / "step-00000012"
+    # resume FSDP from its step-6 checkpoint: the same losses after it (step 10's, the best
+    # evaluation's checkpoint, goes too)
     import shutil
 
-    shutil.rmtree(ckpt_12)
+    for later in [c for c in ckpt.all_checkpoints(tmp_path / "fsdp") if c.step > 6]:
+        shutil.rmtree(later.path)
     (tmp_path / "fsdp" / "metrics.jsonl").unlink()
     _run(_config(tmp_path, "fsdp", shards, steps=12, batch_size=2, checkpoint_every=6, fsdp=True), *torchrun)
     resumed = _losses(tmp_path / "fsdp")
@@ -232,3 +233,120 @@ def test_muon_trains(tmp_path):
     assert losses[30] < losses[1] - 0.5
     state = torch.load(ckpt.latest(tmp_path / "muon").path / "optimizer.pt", weights_only=True)
     assert set(state) == {"muon", "adamw"}
+
+
+# Early stopping and the best checkpoint (model.early_stop), in-process on a corpus small
+# enough to memorise: two training documents of a bigram chain with 50% noise. Validation
+# loss falls while the model learns the chain (to step 10), then rises as it memorises noise.
+def _tiny_corpus(root: Path) -> list[str]:
+    rng = np.random.default_rng(1)
+    d = root / "tiny"
+    d.mkdir(parents=True)
+    splits = {}
+    for split, docs in (("train", 2), ("val", 4)):
+        with SplitWriter(d, split, np.dtype("<u2"), eot_id=0) as w:
+            seqs = []
+            for _ in range(docs):
+                seq = [int(rng.integers(1, VOCAB))]
+                for _ in range(79):
+                    seq.append(int(rng.integers(1, VOCAB)) if rng.random() < 0.5 else seq[-1] * 7 % (VOCAB - 1) + 1)
+                seqs.append(np.array(seq, np.uint32))
+            w.add(seqs, sum(len(x) for x in seqs) * 4)
+            splits[split] = w.close()
+    (d / HEADER).write_text(json.dumps({"format": FORMAT, "dtype": "<u2", "vocab_size": VOCAB, "eot_id": 0,
+                                        "tokenizer_hash": "t", "shard": d.name, "splits": splits}))
+    return [str(d)]
+
+
+def _train_in_process(tmp: Path, out: str, shards: list[str], **train) -> Path:
+    from model.config import ModelConfig, TrainConfig
+    from model.train import train as run
+
+    cfg = {"shards": shards, "out": str(tmp / out), "steps": 80, "batch_size": 4, "seq_len": 32, "lr": 1e-2,
+           "min_lr": 1e-2, "warmup": 0, "eval_every": 2, "eval_batches": 2, "checkpoint_every": 4, "threads": 1,
+           "warmup_probe_steps": 0, "early_stop_patience": 3, **train}
+    run(TrainConfig(**cfg), ModelConfig(dim=32, n_layers=2, n_heads=2, ffn_dim=64, context=32, vocab_size=VOCAB))
+    return tmp / out
+
+
+def _events(out: Path, kind: str) -> list[dict]:
+    return [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if r["event"] == kind]
+
+
+def _evals(out: Path) -> dict[int, float]:
+    return {r["step"]: r["val_loss"] for r in _events(out, "step") if "val_loss" in r}
+
+
+def test_early_stopping_stops_and_records_the_best_checkpoint(tmp_path):
+    from stages.pretrain import ended
+
+    shards = _tiny_corpus(tmp_path / "data")
+    out = _train_in_process(tmp_path, "es", shards, keep_checkpoints=1)
+    (stop,) = _events(out, "early_stop")
+    evals = _evals(out)
+    best_step = min(evals, key=evals.get)
+    assert stop["step"] < 80 and max(evals) == stop["step"]
+    assert best_step > 2 and best_step % 4  # it improved a while; its checkpoint is an extra one
+    assert stop["best_step"] == best_step and stop["best_val_loss"] == evals[best_step]
+    assert stop["step"] - best_step == 3 * 2  # three evaluations without improvement
+    best = json.loads((out / "best.json").read_text())
+    assert (best["step"], best["val_loss"], best["stopped_at"]) == (best_step, evals[best_step], stop["step"])
+    # rotation (keep 1) kept the best beside the last; both intact
+    assert [c.step for c in ckpt.all_checkpoints(out)] == [best_step, stop["step"]]
+    assert ckpt.Checkpoint(Path(best["path"]), best_step).state()["early_stop"]["best_step"] == best_step
+    # the stages: the run has ended, and what they record is the best checkpoint
+    end = ended(out, 80, 3)
+    assert (end.recorded.step, end.last.step, end.stopped_at) == (best_step, stop["step"], stop["step"])
+    assert f"best step {best_step}" in end.early_stop
+    assert ended(out, 80, 0) is None and ended(out, 80, 10) is None  # off, or more patience: train on
+    # a re-run stops at once, at the same step, training nothing
+    _train_in_process(tmp_path, "es", shards, keep_checkpoints=1)
+    assert max(_evals(out)) == stop["step"] and [e["step"] for e in _events(out, "early_stop")] == [stop["step"]] * 2
+
+
+def test_early_stop_resume_after_a_crash_stops_at_the_same_step(tmp_path, monkeypatch):
+    shards = _tiny_corpus(tmp_path / "data")
+    straight = _train_in_process(tmp_path, "straight", shards)
+    (stop,) = _events(straight, "early_stop")
+    saved = [e["step"] for e in _events(straight, "checkpoint")]
+    crash_at = next(s for s in saved if stop["best_step"] < s < stop["step"])  # evals_since_best > 0 there
+
+    import model.train
+
+    real_save = ckpt.save
+
+    def save_then_die(root, step, *args, **kwargs):
+        found = real_save(root, step, *args, **kwargs)
+        if step == crash_at:
+            raise KeyboardInterrupt("killed")
+        return found
+
+    monkeypatch.setattr(model.train.ckpt, "save", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        _train_in_process(tmp_path, "crashed", shards)
+    monkeypatch.setattr(model.train.ckpt, "save", real_save)
+    crashed = _train_in_process(tmp_path, "crashed", shards)
+    assert [e["step"] for e in _events(crashed, "resume")] == [crash_at]
+    (again,) = _events(crashed, "early_stop")
+    assert {k: again[k] for k in ("step", "best_step", "best_val_loss")} == \
+        {k: stop[k] for k in ("step", "best_step", "best_val_loss")}
+    assert _evals(crashed) == _evals(straight) and _losses(crashed) == _losses(straight)
+    assert json.loads((crashed / "best.json").read_text())["stopped_at"] == stop["step"]
+
+
+def test_rotation_keeps_the_protected_best(tmp_path):
+    weights = {"w": torch.zeros(2)}
+    for step in range(1, 6):
+        ckpt.save(tmp_path, step, weights, {}, {}, keep=2, protect={2})
+    assert [c.step for c in ckpt.all_checkpoints(tmp_path)] == [2, 4, 5]
+    ckpt.save(tmp_path, 6, weights, {}, {}, keep=2, protect={5})  # a new best: the old one goes
+    assert [c.step for c in ckpt.all_checkpoints(tmp_path)] == [5, 6]
+
+
+def test_patience_0_never_stops(tmp_path):
+    out = _train_in_process(tmp_path, "off", _tiny_corpus(tmp_path / "data"), steps=24, early_stop_patience=0)
+    evals = _evals(out)
+    assert not _events(out, "early_stop") and max(evals) == 24
+    best = json.loads((out / "best.json").read_text())  # the best is still named, for the stages
+    assert best["step"] == min(evals, key=evals.get) < 24 and best["stopped_at"] is None and best["last_step"] == 24
+    assert ckpt.latest(out).step == 24
