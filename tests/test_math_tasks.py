@@ -29,7 +29,7 @@ from pipelines.tasks.math_tasks import (
     spanish_problems,
 )
 
-ID_RE = re.compile(r"es:(\d+)([+\-×])(\d+):t\d+:[0-9a-f]{8}")
+ID_RE = re.compile(r"es:(\d+)([+\-×])(\d+):[th]\d+:[0-9a-f]{8}")
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "×": lambda a, b: a * b}
 
 
@@ -99,10 +99,17 @@ def test_levels_use_the_expected_operations():
 
 
 def test_question_agrees_in_gender_with_the_counted_noun():
-    gender = dict(mt.OBJECTS) | {"pasajeros": "m", "euros": "m", "butacas": "f", "páginas": "f"}
-    for p in spanish_problems(2000, "train", "mixed", 5):
-        word, noun = re.search(r"¿(Cuántos|Cuántas) (\w+)", p.question).groups()
-        assert (word == "Cuántas") == (gender[noun] == "f"), p.question
+    gender = dict(mt.OBJECTS) | {"pasajeros": "m", "euros": "m", "butacas": "f", "páginas": "f", "puntos": "m",
+                                 "personas": "f", "cartas": "f", "gallinas": "f", "litros": "m", "coches": "m",
+                                 "minutos": "m"}
+    problems = spanish_problems(2000, "train", "mixed", 5) + spanish_problems(300, "heldout", "mixed", 5, "heldout")
+    asked = 0
+    for p in problems:
+        if m := re.search(r"¿(Cuántos|Cuántas|cuántos|cuántas) (\w+)", p.question):  # bare sums ask no noun
+            word, noun = m.groups()
+            assert (word.lower() == "cuántas") == (gender[noun] == "f"), p.question
+            asked += 1
+    assert asked > 1500
 
 
 def test_generation_is_deterministic_and_seed_dependent():
@@ -333,3 +340,25 @@ def test_prompt_and_reference_completion():
     assert has_answer_format(ref) and is_correct(extract_answer(ref), p.answer)
     half = MathProblem("¿?", 3.5, "7 / 2 = 3,5. La respuesta es 3,5.", "x", "x:1")
     assert reference_completion(half).endswith("<answer>3.5</answer>")
+
+
+def test_rephrased_sets_use_wordings_no_training_problem_uses():
+    """The held-out wordings: never in training, every one of them in the rephrased sets,
+    and only with held-out operands."""
+    from pipelines.tasks.math_templates import HELDOUT_TEMPLATES, TEMPLATES
+
+    assert not set(TEMPLATES["add"] + TEMPLATES["sub"] + TEMPLATES["mul"]) & set(
+        HELDOUT_TEMPLATES["add"] + HELDOUT_TEMPLATES["sub"] + HELDOUT_TEMPLATES["mul"])
+    train = spanish_problems(3000, "train", "mixed", 0)
+    rephrased = mt.math_eval_set("es_mixed_rephrased", 300)
+    assert all(":h" in p.id for p in rephrased) and all(":t" in p.id for p in train)
+    assert {int(p.id.split(":")[2][1:]) for p in rephrased} == set(range(5))  # every held-out wording is drawn
+    # a held-out wording's fixed words (its first two) never start a training question
+    starts = {" ".join(p.question.split()[:2]) for p in train}
+    assert "¿Cuánto es" not in starts and "Por la" not in starts
+    # operands are held out too, and a rephrased set is not the plain held-out set reworded at random
+    held = {tuple(sorted(map(int, ID_RE.match(p.id).group(1, 3)))) for p in rephrased}
+    assert not held & {tuple(sorted(map(int, ID_RE.match(p.id).group(1, 3)))) for p in train}
+    assert [p.answer for p in rephrased] == [p.answer for p in mt.math_eval_set("es_mixed_rephrased", 300)]
+    with pytest.raises(ValueError, match="phrasing"):
+        spanish_problems(5, "train", "add2", 0, "heldout")

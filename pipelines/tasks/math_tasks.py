@@ -25,6 +25,14 @@ from pipelines.tasks.math_answers import (
     has_answer_format,
     is_correct,
 )
+from pipelines.tasks.math_templates import (
+    CONTAINERS,
+    HELDOUT_TEMPLATES,
+    NAMES,
+    OBJECTS,
+    SOLUTIONS,
+    TEMPLATES,
+)
 
 __all__ = [
     "INSTRUCTION", "MathProblem", "MathTaskError", "extract_answer", "format_number",
@@ -69,45 +77,6 @@ def _check_split(split: str) -> None:
 
 # --- Spanish arithmetic generator ------------------------------------------------------------
 
-NAMES = ("Lucía", "Mateo", "Sofía", "Hugo", "Valentina", "Martín", "Paula", "Diego", "Carmen",
-         "Javier", "Elena", "Pablo", "Marta", "Andrés", "Alba", "Tomás", "Irene", "Nicolás")
-# (plural, gender): the gender picks "¿Cuántos" / "¿Cuántas" so the question agrees.
-OBJECTS = (("manzanas", "f"), ("naranjas", "f"), ("canicas", "f"), ("galletas", "f"),
-           ("pegatinas", "f"), ("flores", "f"), ("caramelos", "m"), ("cromos", "m"),
-           ("lápices", "m"), ("globos", "m"), ("botones", "m"), ("libros", "m"))
-CONTAINERS = (("caja", "cajas"), ("bolsa", "bolsas"), ("paquete", "paquetes"), ("bote", "botes"))
-# {q} is "¿Cuántos"/"¿Cuántas" for {o}; in "mul" {a} is the 1-digit factor, {b} the 2-digit one.
-TEMPLATES: dict[str, tuple[str, ...]] = {
-    "add": (
-        "{n1} tiene {a} {o} y compra {b} más. {q} {o} tiene ahora?",
-        "En una caja hay {a} {o} y en otra caja hay {b}. {q} {o} hay en total?",
-        "{n1} tiene {a} {o} y {n2} le regala {b}. {q} {o} tiene {n1} ahora?",
-        "{n1} junta {a} {o} el lunes y {b} el martes. {q} {o} junta en total?",
-        ("Un tren lleva {a} pasajeros. En la siguiente estación suben {b} pasajeros más. "
-         "¿Cuántos pasajeros lleva ahora el tren?"),
-        "{n1} leyó {a} páginas el sábado y {b} el domingo. ¿Cuántas páginas leyó en total?",
-    ),
-    "sub": (
-        "{n1} tiene {a} {o} y le regala {b} a {n2}. {q} {o} le quedan?",
-        "En una tienda había {a} {o}. Hoy se vendieron {b}. {q} {o} quedan en la tienda?",
-        "{n1} quiere reunir {a} {o} y ya tiene {b}. {q} {o} le faltan?",
-        ("Un autobús lleva {a} pasajeros y en una parada se bajan {b}. "
-         "¿Cuántos pasajeros quedan en el autobús?"),
-        "{n1} tenía {a} euros y gastó {b} euros en un regalo. ¿Cuántos euros le quedan?",
-    ),
-    "mul": (
-        "{n1} compra {a} {c_pl} de {o}. Cada {c_sg} trae {b} {o}. {q} {o} compra en total?",
-        "En un teatro hay {a} filas con {b} butacas cada una. ¿Cuántas butacas hay en total?",
-        "{n1} ahorra {b} euros cada semana durante {a} semanas. ¿Cuántos euros ahorra en total?",
-        "Un paquete trae {b} {o}. {q} {o} hay en {a} paquetes?",
-        "{n1} reparte {o} entre {a} amigos y le da {b} a cada uno. {q} {o} reparte en total?",
-    ),
-}
-SOLUTIONS = {
-    "add": "Hay que sumar las dos cantidades: {a} + {b} = {c}.",
-    "sub": "Hay que restar {b} de {a}: {a} - {b} = {c}.",
-    "mul": "Hay que multiplicar {a} por {b}: {a} × {b} = {c}.",
-}
 
 
 def column_work(op: str, a: int, b: int, slip: tuple[int, int] = (0, 0)) -> tuple[str, int]:
@@ -160,13 +129,14 @@ def operand_pool(level: str, split: str) -> tuple[tuple[str, int, int], ...]:
     return tuple(t for t in _LEVEL_PAIRS[level] if _is_heldout(*sorted(t[1:])) == want)
 
 
-def _render(op: str, a: int, b: int, rng: random.Random) -> MathProblem:
-    ti = rng.randrange(len(TEMPLATES[op]))
+def _render(op: str, a: int, b: int, rng: random.Random, phrasing: str = "train") -> MathProblem:
+    templates = TEMPLATES if phrasing == "train" else HELDOUT_TEMPLATES
+    ti = rng.randrange(len(templates[op]))
     n1, n2 = rng.sample(NAMES, 2)
     obj, gender = rng.choice(OBJECTS)
     c_sg, c_pl = rng.choice(CONTAINERS)
     q = "¿Cuántas" if gender == "f" else "¿Cuántos"
-    question = TEMPLATES[op][ti].format(a=a, b=b, n1=n1, n2=n2, o=obj, q=q, c_sg=c_sg, c_pl=c_pl)
+    question = templates[op][ti].format(a=a, b=b, n1=n1, n2=n2, o=obj, q=q, c_sg=c_sg, c_pl=c_pl)
     sym, fn = OPS[op]
     c = fn(a, b)
     if op in ("add", "sub"):  # the closing sentence would only repeat "a + b = c" in a longer reply
@@ -174,27 +144,33 @@ def _render(op: str, a: int, b: int, rng: random.Random) -> MathProblem:
     else:
         solution = SOLUTIONS[op].format(a=a, b=b, c=c) + f" La respuesta es {c}."
     qhash = hashlib.sha1(question.encode()).hexdigest()[:8]
+    tag = "t" if phrasing == "train" else "h"  # h: a held-out wording
     return MathProblem(question, float(c), solution, f"es_arith/{_OP_LEVEL[op]}",
-                       f"es:{a}{sym}{b}:t{ti}:{qhash}")
+                       f"es:{a}{sym}{b}:{tag}{ti}:{qhash}")
 
 
 def spanish_problems(
-    n: int, split: str = "train", level: str = "add2", seed: int = 0
+    n: int, split: str = "train", level: str = "add2", seed: int = 0, phrasing: str = "train"
 ) -> list[MathProblem]:
-    """`n` Spanish word problems of `level` ("add2", "sub2", "mul1", "mixed") from `split`.
+    """`n` Spanish word problems of `level` ("add2", "sub2", "mul1", "mixed") from `split`,
+    worded with the training templates or, `phrasing="heldout"`, with the wordings kept
+    for evaluation (`math_templates.HELDOUT_TEMPLATES`; only with the held-out split).
 
     Deterministic in (n, split, level, seed). Operand pairs are distinct until the pool is
     used up; "train" then starts another shuffled pass (same operands, fresh wording), while
     "heldout" raises ValueError, since repeating evaluation items would inflate the count."""
+    if phrasing not in ("train", "heldout") or (phrasing == "heldout" and split != "heldout"):
+        raise ValueError(f"phrasing must be 'train', or 'heldout' with split='heldout'; got {phrasing!r} "
+                         f"with split={split!r}")
     pool = operand_pool(level, split)
     if split == "heldout" and n > len(pool):
         raise ValueError(f"held-out pool for level {level!r} has {len(pool)} operand pairs, "
                          f"fewer than n={n}")
-    rng = random.Random(_digest("es_arith", level, split, seed))
+    rng = random.Random(_digest("es_arith", level, split, seed, *(["rephrased"] if phrasing == "heldout" else [])))
     out: list[MathProblem] = []
     while len(out) < n:
         for op, a, b in rng.sample(pool, len(pool))[: n - len(out)]:
-            out.append(_render(op, a, b, rng))
+            out.append(_render(op, a, b, rng, phrasing))
     return out
 
 
@@ -307,14 +283,18 @@ def read_gsm8k(path: str | Path) -> list[MathProblem]:
 
 # --- evaluation sets and chat formatting -----------------------------------------------------
 
-EVAL_SETS = ("es_add2", "es_sub2", "es_mul1", "es_mixed", "gsm_symbolic", "gsm8k")
+# es_<level>: held-out operands in the training wordings; es_<level>_rephrased: held-out
+# operands in wordings no training problem uses (math_templates.HELDOUT_TEMPLATES).
+EVAL_SETS = ("es_add2", "es_sub2", "es_mul1", "es_mixed", "es_add2_rephrased", "es_sub2_rephrased",
+             "es_mul1_rephrased", "es_mixed_rephrased", "gsm_symbolic", "gsm8k")
 
 
 def math_eval_set(name: str, n: int, seed: int = 0, path: str | None = None) -> list[MathProblem]:
     """`n` evaluation problems. Generated sets come from the held-out split only; "gsm8k"
     takes the first `n` records of the file at `path` (ValueError if it has fewer)."""
     if name.startswith("es_") and name in EVAL_SETS:
-        return spanish_problems(n, "heldout", name.removeprefix("es_"), seed)
+        level, rephrased = name.removeprefix("es_").removesuffix("_rephrased"), name.endswith("_rephrased")
+        return spanish_problems(n, "heldout", level, seed, "heldout" if rephrased else "train")
     if name == "gsm_symbolic":
         return gsm_problems(n, "heldout", seed)
     if name == "gsm8k":
