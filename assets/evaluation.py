@@ -31,7 +31,8 @@ ALARMS = {
     "outdated_chain": "the stage was trained from a parent that has been retrained since (re-materialize the "
                       "stages named, parents first)",
 }
-NUMERIC = ("val_loss", "val_ppl", "val_bpb", "math_accuracy", "format_rate", "distinct_2", "repeat_4_max")
+NUMERIC = ("val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy", "format_rate",
+           "distinct_2", "repeat_4_max")
 
 
 def _checks(report: dict) -> list[dg.AssetCheckResult]:
@@ -50,7 +51,8 @@ def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
                 mlflow: MlflowTracking) -> dg.MaterializeResult:
     """Every checkpoint that exists (base now; SFT, DPO, PPO, GRPO once trained), measured the
     same way: validation loss / perplexity / bits per byte, sampled continuations with
-    repetition measures, held-out math accuracy (greedy, <answer> tags). Report in
+    repetition measures, held-out math accuracy (greedy, <answer> tags), the domain
+    question-answering score (NLL of held-out answers from validation documents). Report in
     data/eval_report/ (markdown, JSON, plots), also logged to MLflow."""
     store, cfg = settings.store(), settings.data_config()
     try:

@@ -1,6 +1,9 @@
 """One checkpoint's row of the evaluation report: validation loss / perplexity / bits
 per byte, generation samples with repetition measures, math accuracy (greedy, answer
-read from <answer>...</answer> or else the last number).
+read from <answer>...</answer> or else the last number), and the domain question-answering
+score: the mean per-token negative log-likelihood (and perplexity) of held-out reference
+answers (stages.domain_qa: pairs from validation documents) given their question, in the
+chat format post-training uses (the tokens SFT would train on: the answer and its <|end|>).
 
 The validation windows are the training run's own (the same token shards, split by
 document), so the figures compare across stages that share a tokenizer.
@@ -19,6 +22,7 @@ from model.config import EvalConfig
 from model.data import validation_batches, validation_bytes_per_token
 from model.generate import Sampling, generate
 from model.load import Loaded, load
+from model.post_batches import collate, encode_reply
 from pipelines.tasks import math_tasks
 from pipelines.tasks.textstats import repetition
 
@@ -92,8 +96,38 @@ def math_accuracy(loaded: Loaded, problems: Sequence[math_tasks.MathProblem], cf
             "format_rate": round(formatted / n, 4) if n else None, "examples": examples}
 
 
+@torch.inference_mode()
+def domain_qa(loaded: Loaded, pairs: Sequence[dict], batch_size: int = 8) -> dict:
+    """Mean NLL (nats per answer token) of each pair's reference answer given its question;
+    a pair longer than the context keeps the answer's first tokens that fit."""
+    tok, model = loaded.tokenizer, loaded.model
+    device = model.model.embed_tokens.weight.device
+    rows = []
+    for p in pairs:
+        row = encode_reply(tok, [m for m in p["messages"] if m["role"] != "assistant"], p["messages"][-1]["content"])
+        keep = loaded.config.context + 1  # inputs are ids[:-1]
+        row.ids, row.trained = row.ids[:keep], row.trained[:keep]
+        if any(row.trained[1:]):
+            rows.append(row)
+    total, count = 0.0, 0
+    for start in range(0, len(rows), batch_size):
+        batch = collate(rows[start:start + batch_size], tok.eot_id).to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            logits, _ = model(batch.idx)
+        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), batch.targets, ignore_index=-100,
+                                                reduction="sum")
+        total += nll.item()
+        count += int(batch.mask.sum())
+    if count == 0:
+        return {"domain_qa_pairs": 0, "domain_qa_tokens": 0, "domain_qa_nll": None, "domain_qa_ppl": None}
+    nll = total / count
+    return {"domain_qa_pairs": len(rows), "domain_qa_tokens": count, "domain_qa_nll": round(nll, 4),
+            "domain_qa_ppl": round(math.exp(min(nll, 50)), 2)}
+
+
 def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | None = None,
-                    gsm8k: str | Path | None = None, progress: Progress | None = None) -> dict:
+                    gsm8k: str | Path | None = None, progress: Progress | None = None,
+                    qa_pairs: Sequence[dict] = ()) -> dict:
     state = loaded.state
     train = state.get("train_config", {})
     shards = list(shards if shards is not None else train.get("shards", []))
@@ -107,6 +141,9 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
         row["val_tokens"] = 0  # the token shards it was trained on are not here
     if progress:
         progress(f"validation: {row.get('val_loss', 'no validation shards')}")
+    row |= domain_qa(loaded, qa_pairs, min(cfg.batch_size, 8))  # full-length logits: keep batches small
+    if progress:
+        progress(f"domain QA: nll {row['domain_qa_nll']} over {row['domain_qa_pairs']} held-out pairs")
     row["samples"] = samples(loaded, cfg.prompts, cfg)
     reps = [x["repeat_4"] for x in row["samples"]]
     row["distinct_2"] = round(sum(x["distinct_2"] for x in row["samples"]) / len(reps), 4) if reps else None
@@ -125,5 +162,6 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
 
 
 def evaluate_checkpoint(path: str | Path | Checkpoint, cfg: EvalConfig, shards: Sequence[str] | None = None,
-                        gsm8k: str | Path | None = None, progress: Progress | None = None) -> dict:
-    return evaluate_loaded(load(path, device=_device()), cfg, shards, gsm8k, progress)
+                        gsm8k: str | Path | None = None, progress: Progress | None = None,
+                        qa_pairs: Sequence[dict] = ()) -> dict:
+    return evaluate_loaded(load(path, device=_device()), cfg, shards, gsm8k, progress, qa_pairs)

@@ -19,8 +19,8 @@ from stages.loss_curve import steps_of_last_attempt
 
 # The checkpoint assets in chain order; the report has a row for each one that exists.
 STAGES = ("base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model")
-COLUMNS = ("stage", "step", "val_loss", "val_ppl", "val_bpb", "math_accuracy", "math_problems", "format_rate",
-           "distinct_2", "repeat_4_max", "parameters", "outdated")
+COLUMNS = ("stage", "step", "val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy",
+           "math_problems", "format_rate", "distinct_2", "repeat_4_max", "parameters", "outdated")
 RISE_TOLERANCE = 0.01  # nats: noise between evaluations of the same windows is far below this
 FALL_MARGIN = 0.05  # nats of training loss fall that counts as "falling"
 
@@ -113,6 +113,11 @@ def _fmt(v) -> str:
 def markdown(report: dict) -> str:
     lines = ["# Evaluation report", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in report["table"]]
+    qa = next((r.get("domain_qa_pairs") for r in report["rows"].values() if r.get("domain_qa_pairs")), 0)
+    lines += ["", f"domain_qa_nll / domain_qa_ppl: nats per token (and perplexity) of the reference answers to {qa} "
+                  "held-out questions made from validation documents' sections, given the question in the chat "
+                  "format; lower is better" if qa else "domain_qa: no held-out question-answer pairs (no "
+                  "validation document with a usable section)"]
     lines += ["", "## Alarms", ""]
     for stage, alarms in report["alarms"].items():
         for name, a in alarms.items():

@@ -21,6 +21,7 @@ from model.checkpoint_files import Checkpoint
 from pipelines.tokens.tokenizer import file_hash
 from stages import eval_report
 from stages.config import YunqueConfig
+from stages.domain_qa import heldout_pairs, pairs_key
 from stages.lineage import LineageError, outdated, read_record, unfinished_note
 from stages.pretrain import read_metrics
 from stages.selection import consumed_record
@@ -28,7 +29,8 @@ from stages.store import DataStore, cache_key, write_json
 
 EVAL_REPORT = "eval_report"
 EXPORTED_MODEL = "exported_model"
-EVAL_CODE_VERSION = "1"
+EVAL_CODE_VERSION = "2"  # 2: the domain question-answering score
+DOMAIN_QA_PAIRS = 64  # held-out pairs scored per checkpoint (a few seconds on a CPU for a small model)
 EXPORT_CODE_VERSION = "2"  # 2: the record carries its source's lineage
 
 
@@ -55,13 +57,15 @@ def _file_hash(path: str | Path) -> str:
     return file_hash(Path(path)) if Path(path).is_file() else "missing"
 
 
-def _row_key(found, cfg: YunqueConfig) -> str:
+def _row_key(found, cfg: YunqueConfig, qa_key: str = "") -> str:
     """What an evaluated row depends on: the weights, the evaluation settings, the token
-    shards its validation windows come from, and the content of a GSM8K file."""
+    shards its validation windows come from, the content of a GSM8K file and the held-out
+    domain question-answer pairs."""
     shards = found.state().get("train_config", {}).get("shards", [])
     inputs = {s: _file_hash(Path(s) / "header.json") for s in shards}
     math_file = _file_hash(cfg.eval.math_file) if cfg.eval.math_file else ""
-    return cache_key(EVAL_CODE_VERSION, _weights_hash(found.path), dataclasses.asdict(cfg.eval), inputs, math_file)
+    return cache_key(EVAL_CODE_VERSION, _weights_hash(found.path), dataclasses.asdict(cfg.eval), inputs, math_file,
+                     qa_key)
 
 
 def _read_row(path: Path) -> dict | None:
@@ -85,9 +89,10 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
             progress(f"not evaluated: {why}")
     out = store.dir(EVAL_REPORT)
     (out / "rows").mkdir(parents=True, exist_ok=True)
+    qa_pairs = heldout_pairs(store, DOMAIN_QA_PAIRS)  # from validation documents only
     rows, reused = {}, []
     for stage, (rec, ckpt) in found.items():
-        key = _row_key(ckpt, cfg)
+        key = _row_key(ckpt, cfg, pairs_key(qa_pairs))
         cached = out / "rows" / f"{stage}-{key}.json"
         row = _read_row(cached)
         if row is not None:
@@ -95,7 +100,7 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
         else:
             if progress:
                 progress(f"evaluating {stage} ({ckpt.path})")
-            row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress) | {"eval_key": key}
+            row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress, qa_pairs=qa_pairs) | {"eval_key": key}
             write_json(cached, row)
         # not cached with the row: a parent retrained later outdates the same weights
         rows[stage] = row | {"mlflow_run_id": rec.get("mlflow_run_id", ""), "weights_sha256": rec["weights_sha256"],

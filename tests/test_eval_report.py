@@ -73,3 +73,15 @@ def test_repetition_alarm_and_report():
     md = eval_report.markdown(report)
     assert "| base_model | 100 | 3.8 |" in md and "**FIRED** base_model repetition" in md
     assert "25.0% of 4" in md
+
+
+def test_domain_qa_columns():
+    row = {"step": 5, "checkpoint": "/x", "val_loss": 3.0, "domain_qa_nll": 2.5, "domain_qa_ppl": 12.18,
+           "domain_qa_pairs": 7, "samples": [], "math": {}}
+    report = eval_report.build({"sft_model": row}, {}, 3, 0.5)
+    assert report["table"][0]["domain_qa_nll"] == 2.5 and report["table"][0]["domain_qa_ppl"] == 12.18
+    md = eval_report.markdown(report)
+    assert "| domain_qa_nll | domain_qa_ppl |" in md and "| 2.5 | 12.18 |" in md
+    assert "reference answers to 7 held-out questions" in md
+    no_pairs = eval_report.markdown(eval_report.build({"base_model": {**row, "domain_qa_pairs": 0}}, {}, 3, 0.5))
+    assert "no held-out question-answer pairs" in no_pairs
