@@ -31,7 +31,8 @@ ALARMS = {
     "outdated_chain": "the stage was trained from a parent that has been retrained since (re-materialize the "
                       "stages named, parents first)",
 }
-NUMERIC = ("val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy", "format_rate",
+NUMERIC = ("val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy", "math_rephrased",
+           "format_rate",
            "distinct_2", "repeat_4_max")
 
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from stages.loss_curve import steps_of_last_attempt
 
 # The checkpoint assets in chain order; the report has a row for each one that exists.
 STAGES = ("base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model")
 COLUMNS = ("stage", "step", "val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy",
-           "math_problems", "format_rate", "distinct_2", "repeat_4_max", "parameters", "outdated")
+           "math_rephrased", "math_problems", "format_rate", "distinct_2", "repeat_4_max", "parameters", "outdated")
 RISE_TOLERANCE = 0.01  # nats: noise between evaluations of the same windows is far below this
 FALL_MARGIN = 0.05  # nats of training loss fall that counts as "falling"
 
@@ -118,6 +120,8 @@ def markdown(report: dict) -> str:
                   "held-out questions made from validation documents' sections, given the question in the chat "
                   "format; lower is better" if qa else "domain_qa: no held-out question-answer pairs (no "
                   "validation document with a usable section)"]
+    lines += ["", ("math_accuracy: held-out operands in the training wordings; math_rephrased: held-out operands "
+                  "in wordings no training problem uses (a model that learned a template, not the task, fails it)")]
     lines += ["", "## Alarms", ""]
     for stage, alarms in report["alarms"].items():
         for name, a in alarms.items():
@@ -164,7 +168,13 @@ def plots(report: dict, records: dict[str, list[dict]], out: Path) -> list[Path]
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=110)
     stages = [r["stage"] for r in report["table"]]
-    ax.bar(stages, [(r["math_accuracy"] or 0) * 100 for r in report["table"]], color="tab:blue")
+    x = np.arange(len(stages))
+    ax.bar(x - 0.2, [(r["math_accuracy"] or 0) * 100 for r in report["table"]], 0.4, color="tab:blue",
+           label="held-out operands")
+    ax.bar(x + 0.2, [(r.get("math_rephrased") or 0) * 100 for r in report["table"]], 0.4, color="tab:orange",
+           label="held-out operands and wording")
+    ax.set_xticks(x, stages)
+    ax.legend(fontsize=7)
     ax.set_ylabel("held-out math accuracy (%)")
     ax.set_ylim(0, 100)
     ax.grid(axis="y", alpha=0.3)

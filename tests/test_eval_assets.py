@@ -44,6 +44,7 @@ def test_report_and_export_materialize(home):
     md = _md(result, "eval_report")
     assert md["stages"] == ["base_model"] and md["reused_rows"] == []
     assert md["base_model/math_accuracy"] >= 0 and md["base_model/repeat_4_max"] >= 0
+    assert 0 <= md["base_model/math_rephrased"] <= 1  # the same task in held-out wordings
     out = home / "data" / "eval_report"
     report = json.loads((out / "report.json").read_text())
     row = report["rows"]["base_model"]

@@ -109,7 +109,9 @@ def _eval_summary(metadata: dict, home: Path) -> None:
         for s in md["stages"]:
             print(f"                    {s}: perplexity {md.get(f'{s}/val_ppl', float('nan')):.1f}, "
                   f"{md.get(f'{s}/val_bpb', float('nan')):.3f} bits/byte, held-out math "
-                  f"{md.get(f'{s}/math_accuracy', 0):.1%}, repeated 4-grams up to {md.get(f'{s}/repeat_4_max', 0):.2f}")
+                  f"{md.get(f'{s}/math_accuracy', 0):.1%} ({md.get(f'{s}/math_rephrased', 0):.1%} reworded), "
+                  f"domain QA {md.get(f'{s}/domain_qa_nll', float('nan')):.2f} nats/token, "
+                  f"repeated 4-grams up to {md.get(f'{s}/repeat_4_max', 0):.2f}")
     if "exported_model" in mds:
         md = mds["exported_model"]
         print(f"exported model:     {md['dir']} ({md['architecture']}; GGUF: "
