@@ -74,6 +74,7 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
         if end is None:
             raise dg.Failure(f"training finished but left no intact checkpoint at step {spec.steps} (nor an early "
                              f"stop) under {spec.dir}")
+        log_tokens_per_source(mlflow, spec, end)
     # what eval_report, export and the post-training chain consume (stages.lineage): the best checkpoint
     runs = spec.record().get("mlflow_runs", [])
     record_materialized(store, BASE_MODEL, spec, end.recorded, context.run.run_id, runs[-1] if runs else "")
@@ -89,6 +90,17 @@ def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunL
         tags |= {"yunque.continued_from": cont["run_key"], "yunque.continued_from_step": str(cont["step"])}
     tags |= {f"yunque.token_shards.{s}": v for s, v in spec.lineage["token_shards"].items()}
     return run_program(context, spec, launcher, mlflow, "model.train", tags, store=store)
+
+
+def log_tokens_per_source(mlflow: MlflowTracking, spec: RunSpec, end: RunEnd) -> None:
+    """The tokens this run drew from each source of its mixture (new/replay groups too),
+    as MLflow metrics `tokens_per_source.<source>` at its last step, beside the mixture in
+    the params (train.mixture)."""
+    drawn = end.last.state().get("tokens_per_source") or {}
+    runs = spec.record().get("mlflow_runs", [])
+    if drawn and runs:
+        mlflow.log_metrics(runs[-1], {f"tokens_per_source.{k}": float(v) for k, v in drawn.items()},
+                           step=end.last.step)
 
 
 def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: dict) -> dg.MaterializeResult:
@@ -143,10 +155,12 @@ def _continuation(spec: RunSpec, state: dict) -> dict:
     drawn = state.get("tokens_per_source") or {}
     sources = spec.lineage.get("sources") or []
     if sources:
-        if spec.continued_from is None:  # a fresh run reads one group: all it trained on came from it
+        if not drawn:  # a fresh run without a mixture reads one group: all it trained on came from it
             drawn = {sources[0]["name"]: state.get("tokens_seen", 0)}
         md["mixture"] = rows_table([
             {"source": g["name"], "shards": ", ".join(g["shards"]), "weight": float(g["weight"]),
-             "train_tokens": int(g["train_tokens"]), "tokens_drawn": int(drawn.get(g["name"], 0))}
+             "train_tokens": int(g["train_tokens"]), "tokens_drawn": int(drawn.get(g["name"], 0)),
+             "epochs": round(drawn.get(g["name"], 0) / g["train_tokens"], 4) if g["train_tokens"] else 0.0}
             for g in sources])
+        md |= {f"tokens_per_source.{k}": int(v) for k, v in (state.get("tokens_per_source") or {}).items()}
     return md

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipelines.config import Fraction, NonNegFloat, NonNegInt, PosFloat, PosInt, section
 
@@ -100,6 +100,15 @@ def corpus_verdict(train_tokens: int, vocab_size: int) -> list[dict]:
 
 
 @section
+class MixtureSource:
+    """One named source of a pretraining data mixture (`train.mixture`, model/mixture.py)."""
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[\w.-]+$")]  # also a metric name: tokens_per_source.<name>
+    shards: Annotated[list[str], Field(min_length=1)]  # token shard names or fnmatch patterns ("web-*")
+    weight: NonNegFloat  # share of the training windows, relative to the other sources' weights
+
+
+@section
 class TrainConfig:
     """One pretraining run. `shards` and `out` are filled in by the launcher (the asset
     or the CLI); the rest is the recipe, and part of the run's identity."""
@@ -154,10 +163,26 @@ class TrainConfig:
     continue_from_previous: bool = True  # False: any change of shards trains from scratch
     continue_steps: NonNegInt = 0  # 0: half of `steps` (so it follows a steps override)
     replay_fraction: Fraction = 0.25  # share of windows from the shards the previous run saw
+    # Data mixture (model/mixture.py): named sources of shards and their shares of the training
+    # windows; every shard in exactly one source. Empty: every shard alike (by tokens). Part of
+    # the recipe: changing it trains afresh. A continued run keeps its new/replay split and
+    # applies these weights within each part.
+    mixture: list[MixtureSource] = dataclasses.field(default_factory=list)
     # Filled in by the stage for a continued run (stages/pretrain.py), like `shards`:
     init_from: str = ""  # checkpoint directory whose weights the run starts from
     start_step: NonNegInt = 0  # that checkpoint's step; the run ends at `steps`
     replay_shards: list[str] = dataclasses.field(default_factory=list)  # the old group, a subset of `shards`
+    mixture_shards: list[list[str]] = dataclasses.field(default_factory=list)  # each mixture source's shard dirs
+
+    @field_validator("mixture")
+    @classmethod
+    def _mixture(cls, sources: list[MixtureSource]) -> list[MixtureSource]:
+        names = [s.name for s in sources]
+        if repeated := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"every mixture source needs its own name; repeated: {repeated}")
+        if sources and sum(s.weight for s in sources) <= 0:
+            raise ValueError("the weights of a mixture must sum above 0")
+        return sources
 
     def continuation_steps(self) -> int:
         """Steps a continued run trains beyond the run it continues."""
@@ -175,7 +200,7 @@ class TrainConfig:
 # decides where the run ends), so changing it resumes the run rather than training afresh.
 RUNTIME_FIELDS = ("shards", "out", "tokenizer", "threads", "preflight", "warmup_probe_steps", "keep_checkpoints",
                   "checkpoint_every", "checkpoint_mirror", "dist_timeout_s", "early_stop_patience",
-                  "early_stop_min_delta")
+                  "early_stop_min_delta", "mixture_shards")
 # Fields of a continuation: not in the recipe that a fresh run and its continuations share
 # (changing the replay fraction must not make the previous run look like another recipe);
 # a continued run's key covers them through the start it describes.

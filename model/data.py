@@ -9,9 +9,10 @@ contiguous slice of B. The whole state is therefore (epoch, cursor): no RNG obje
 pickling, a checkpoint stores a few integers, and one process with batch 2B sees exactly
 the windows two processes with batch B see together.
 
-`MixtureWindows` draws from groups of shards in fixed proportions (continued pretraining:
-new shards and a replay of old ones), each group with its own such order; its state is
-the global slots consumed plus (epoch, cursor) per group.
+`MixtureWindows` draws from groups of shards in fixed proportions (a data mixture,
+`train.mixture`, model/mixture.py; continued pretraining: new shards and a replay of old
+ones), each group with its own such order; its state is the global slots consumed plus
+(epoch, cursor) per group.
 """
 
 from __future__ import annotations
@@ -156,6 +157,15 @@ class Source:
     name: str
     paths: Sequence[str | Path]
     weight: float
+
+
+def source_tokens(sources: Sequence[Source]) -> list[dict]:
+    """Per source: its name, share of the windows (normalised) and the training tokens its
+    shards hold (from their headers: nothing is mapped), for the preflight plan."""
+    total = sum(s.weight for s in sources)
+    return [{"name": s.name, "weight": s.weight / total if total else 0.0,
+             "train_tokens": sum(int(TokenShard.open(p).header["splits"]["train"]["tokens"]) for p in s.paths)}
+            for s in sources]
 
 
 class MixtureWindows:

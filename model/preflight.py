@@ -1,5 +1,5 @@
 """The plan printed before a training run: parameters, tokens against the 20-100 tokens
-per parameter rule, and a memory estimate against the device, refusing a run that cannot
+per parameter rule, the tokens and effective epochs of each source of a mixture, and a memory estimate against the device, refusing a run that cannot
 fit with the fixes named.
 
 The activation estimate counts the tensors autograd keeps per token and layer for this
@@ -39,6 +39,9 @@ class Plan:
     device_memory_bytes: int
     activation_checkpointing: bool = False
     advice: list[str] = field(default_factory=list)
+    # a mixture's sources: name, weight (share of windows), train_tokens (held), tokens_drawn
+    # (what this run's steps draw from it) and epochs (drawn / held: above 1 is up-sampling)
+    sources: list[dict] = field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:
@@ -65,6 +68,8 @@ class Plan:
              f"({gb(self.activations_checkpointed_bytes)} with activation checkpointing) = {gb(self.total_bytes)} "
              f"of {gb(self.device_memory_bytes)} on {self.device}: {'fits' if self.fits else 'DOES NOT FIT'}"),
         ]
+        lines += [f"source {s['name']}: {s['weight']:.1%} of windows, {s['tokens_drawn']:,} of {s['train_tokens']:,} "
+                  f"tokens = {s['epochs']:.2f} epochs" for s in self.sources]
         return "\n".join(lines + [f"  - {a}" for a in self.advice])
 
 
@@ -94,8 +99,11 @@ def activation_bytes(m: ModelConfig, batch: int, seq: int, dtype: str, device: s
 
 def plan(m: ModelConfig, *, batch_size: int, seq_len: int, grad_accum: int = 1, world_size: int = 1,
          dtype: str = "fp32", device: str = "cpu", train_tokens: int | None = None,
-         memory: int | None = None, activation_checkpointing: bool = False, fsdp: bool = False) -> Plan:
-    """Per-rank memory (FSDP divides weights, gradients and optimizer state by the world)."""
+         memory: int | None = None, activation_checkpointing: bool = False, fsdp: bool = False,
+         steps: int | None = None, sources: list[dict] | None = None) -> Plan:
+    """Per-rank memory (FSDP divides weights, gradients and optimizer state by the world).
+    `sources` (name, weight, train_tokens; a mixture's, model.data.MixtureWindows.source_tokens)
+    with `steps` (this run's) add the tokens each source gives and its effective epochs."""
     n = m.num_params()
     shard = world_size if fsdp else 1
     p = Plan(
@@ -107,12 +115,19 @@ def plan(m: ModelConfig, *, batch_size: int, seq_len: int, grad_accum: int = 1, 
         device=device, device_memory_bytes=memory if memory is not None else device_memory(device),
         activation_checkpointing=activation_checkpointing,
     )
+    p.sources = [_drawn(s, p.tokens_per_step * (steps or 0)) for s in sources or []]
     if p.tokens_per_parameter is not None and p.tokens_per_parameter < 20:
         p.advice.append(f"only {p.tokens_per_parameter:.2f} tokens per parameter: expect overfitting; "
                         "add data or choose a smaller preset")
     if not p.fits:
         p.advice += _fixes(p, m, batch_size, seq_len, grad_accum, world_size, dtype, device, fsdp)
     return p
+
+
+def _drawn(source: dict, run_tokens: int) -> dict:
+    drawn = round(source["weight"] * run_tokens)
+    held = int(source["train_tokens"])
+    return {**source, "tokens_drawn": drawn, "epochs": round(drawn / held, 4) if held else 0.0}
 
 
 def _fixes(p: Plan, m: ModelConfig, batch: int, seq: int, accum: int, world: int, dtype: str, device: str,

@@ -30,13 +30,14 @@ import torch
 import torch.distributed as dist
 
 from model import checkpoint as ckpt
-from model import flops, optim, parallel, preflight
+from model import flops, mixture, optim, parallel, preflight
 from model.checkpoint_mirror import CheckpointSync
 from model.config import ModelConfig, TrainConfig
 from model.data import (
     MixtureWindows,
     Source,
     TokenWindows,
+    source_tokens,
     validation_batches,
     validation_bytes_per_token,
 )
@@ -91,17 +92,29 @@ class _Corpus:
         return cls(sum(s["train"]["tokens"] for s in splits), sum(s["val"]["tokens"] for s in splits))
 
 
-def make_loader(cfg: TrainConfig, d: parallel.Dist) -> TokenWindows | MixtureWindows:
-    """Every shard alike for a fresh run; for a continued one, the shards the previous run
-    did not see (weight 1 - replay_fraction) and a replay of those it did."""
-    if not cfg.init_from:
-        return TokenWindows(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world, seed=cfg.seed)
+def loader_sources(cfg: TrainConfig) -> list[Source] | None:
+    """None (every shard alike) for a fresh run; for a continued one, the shards the previous
+    run did not see (weight 1 - replay_fraction) and a replay of those it did; with
+    `train.mixture`, its sources (within each of those parts: model.mixture)."""
+    if not cfg.init_from and not cfg.mixture:
+        return None
     old = set(cfg.replay_shards)
+    if cfg.mixture:
+        groups = cfg.mixture_shards or mixture.assign(cfg.mixture, cfg.shards)
+        parts = mixture.sources(cfg.mixture, groups, old if cfg.init_from else None, cfg.replay_fraction)
+        return [Source(n, paths, w) for n, paths, w in parts]
     groups = [Source("new", [s for s in cfg.shards if s not in old], 1 - cfg.replay_fraction),
               Source("replay", [s for s in cfg.shards if s in old], cfg.replay_fraction)]
+    return [g for g in groups if g.paths]
+
+
+def make_loader(cfg: TrainConfig, d: parallel.Dist) -> TokenWindows | MixtureWindows:
+    sources = loader_sources(cfg)
+    if sources is None:
+        return TokenWindows(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world, seed=cfg.seed)
     # the start step in the seed: a continuation of a continuation must not replay the same order
-    return MixtureWindows([g for g in groups if g.paths], cfg.seq_len, cfg.batch_size, rank=d.rank,
-                          world_size=d.world, seed=[cfg.seed, cfg.start_step])
+    return MixtureWindows(sources, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world,
+                          seed=[cfg.seed, cfg.start_step])
 
 
 def lr_for(cfg: TrainConfig, step: int) -> float:
@@ -124,10 +137,12 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
 def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, report: Reporter) -> dict:
     accum = cfg.micro_steps(d.world)
     corpus = _Corpus.read(cfg.shards)
-    # before the model exists: a run that cannot fit must not allocate it first
+    sources = loader_sources(cfg)
+    # before the model exists (and the loader): a run that cannot fit must not allocate it first
     budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=accum,
                             world_size=d.world, dtype=cfg.dtype, device=str(d.device), train_tokens=corpus.train_tokens,
-                            activation_checkpointing=cfg.activation_checkpointing, fsdp=cfg.fsdp)
+                            activation_checkpointing=cfg.activation_checkpointing, fsdp=cfg.fsdp,
+                            steps=cfg.steps - cfg.start_step, sources=source_tokens(sources or []))
     report(event="plan", summary=budget.summary(), **budget.to_dict())
     if cfg.preflight:
         preflight.check(budget)

@@ -42,12 +42,21 @@ def _field_type(hint: Any, name: str) -> Any:
         return _field_type(rest[0], name)
     if origin is Literal:
         return _choices(name, args)
+    if dataclasses.is_dataclass(hint):  # the items of a list (train.mixture's sources)
+        return _item(hint, name)
     if origin in (tuple, list):
         items = {_field_type(a, name) for a in args if a is not Ellipsis}
         if len(items) == 1:
             return list[items.pop()]
         return list  # mixed items ([n, fraction]): checked by stages.config.preset
     return hint
+
+
+def _item(cls: type, name: str) -> type[dg.Config]:
+    """A list item's fields, each required (an item is given whole, not overridden)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = {f.name: (_field_type(hints[f.name], f"{name}_{f.name}"), ...) for f in dataclasses.fields(cls)}
+    return create_model(f"{name.title().replace('_', '')}Item", __base__=dg.Config, **fields)
 
 
 def _section(cls: type, defaults: Any, name: str) -> type[dg.Config]:

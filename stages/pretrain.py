@@ -11,7 +11,8 @@ A run whose inputs changed moves the old run's files to `data/<asset>/previous/<
   final checkpoint at that step, trains `train.continue_steps` more (0: half of
   `train.steps`) on the shards it did not see (new, or a new version) mixed with a
   `train.replay_fraction` replay of those it did, and says so in its lineage
-  (`continued_from`, `new_shards`, `old_shards`);
+  (`continued_from`, `new_shards`, `old_shards`); a `train.mixture` applies its weights
+  within each of those two parts (stages/mixture.py);
 * or trains from scratch, with the reason in its lineage (`start`: "fresh: ...").
 
 A run has ended at its last step, or earlier when early stopping ended it (model.early_stop:
@@ -33,6 +34,7 @@ from typing import Any
 from model.checkpoint_files import PREFIX, Checkpoint, all_checkpoints, latest, verify
 from model.config import CONTINUATION_FIELDS, RUNTIME_FIELDS, TrainConfig
 from model.early_stop import EarlyStop, read_best, stop_holds
+from stages import mixture
 from stages.config import YunqueConfig
 from stages.store import DataStore, cache_key, write_json
 from stages.tokenizer import TOKEN_SHARDS, TOKENIZER
@@ -160,6 +162,8 @@ def recipe_of(train: dict[str, Any]) -> dict[str, Any]:
     """The fields of `train.*` a run and its continuations share, JSON-normalised (tuples
     are lists) so that a recipe read back from run.json compares equal."""
     skip = set(RUNTIME_FIELDS) | set(CONTINUATION_FIELDS)
+    if not train.get("mixture"):  # no mixture: the key of a run from before mixtures existed
+        skip.add("mixture")
     return json.loads(json.dumps({k: v for k, v in train.items() if k not in skip}))
 
 
@@ -176,6 +180,10 @@ class Start:
 
 def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str = BASE_MODEL) -> RunSpec:
     tok_hash, versions, vocab = token_inputs(store, shards)
+    try:  # train.mixture (part of the recipe, so of the key) against these shards, before anything is written
+        by_source = mixture.groups(cfg.train, shards, versions)
+    except mixture.MixtureError as e:
+        raise PretrainError(str(e)) from e
     model = json.loads(json.dumps(dataclasses.asdict(dataclasses.replace(cfg.model, vocab_size=vocab))))
     train = dataclasses.asdict(cfg.train)
     recipe = recipe_of(train)
@@ -196,13 +204,15 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
     shard_dir = {s: str(store.dir(TOKEN_SHARDS, s)) for s in versions}
     train |= {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
               "tokenizer": str(store.dir(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": []}
+    train["mixture_shards"] = [[shard_dir[s] for s in g] for g in by_source or []]
     if cont is not None:
         train |= {"init_from": cont["checkpoint"], "start_step": cont["step"], "steps": cont["step"] + t.continuation_steps(),
                   "replay_shards": [shard_dir[s] for s in start.old_shards]}
     lineage = {"tokenizer_hash": tok_hash, "token_shards": versions, "start": start.reason, "continued_from": cont,
                "new_shards": start.new_shards, "old_shards": start.old_shards,
                "replay_fraction": t.replay_fraction if cont is not None else None,
-               "sources": _sources(store, start, t.replay_fraction), "steps": [train["start_step"], train["steps"]]}
+               "sources": mixture.sources(store, t, start.new_shards, start.old_shards, cont is not None, by_source),
+               "steps": [train["start_step"], train["steps"]]}
     if store.remote is not None:  # checkpoints go to the store as they are written (model.checkpoint_mirror)
         train["checkpoint_mirror"] = store.remote_url(asset)
     spec = RunSpec(asset, root, key, {"train": train, "model": model}, lineage)
@@ -272,18 +282,6 @@ def _changed(prev: dict[str, Any], recipe: dict, model: dict, tok_hash: str, ver
 
 def _diff(a: dict, b: dict, section: str) -> list[str]:
     return [f"{section}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-
-
-def _sources(store: DataStore, start: Start, replay: float) -> list[dict[str, Any]]:
-    """The source groups a run reads: shards, share of windows, training tokens on disk."""
-    def tokens(shards: list[str]) -> int:
-        return sum(store.manifest(TOKEN_SHARDS, s)["stats"]["extra"].get("train_tokens", 0) for s in shards)
-
-    if start.continued_from is None:
-        return [{"name": "all", "shards": start.new_shards, "weight": 1.0, "train_tokens": tokens(start.new_shards)}]
-    new_weight = 1.0 - replay if start.old_shards else 1.0  # nothing to replay: every shard changed
-    groups = [("new", start.new_shards, new_weight), ("replay", start.old_shards, 1.0 - new_weight)]
-    return [{"name": n, "shards": s, "weight": round(w, 6), "train_tokens": tokens(s)} for n, s, w in groups if s]
 
 
 def _archive_if_changed(root: Path, key: str) -> Path | None:
