@@ -21,6 +21,7 @@ class Stage:
     `forward_module` is the same wrapped in DDP when there are several ranks."""
 
     module: torch.nn.Module
+    trains_lm = True  # False: a head's loss only (the reward model); no replay of pretraining text
 
     def __init__(self, cfg: StageConfig, loaded: Loaded, d, run: dict, report):
         self.cfg, self.loaded, self.d, self.run, self.report = cfg, loaded, d, run, report
@@ -73,9 +74,24 @@ def frozen_copy(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def conversations(cfg: StageConfig, run: dict) -> tuple[list[list[dict]], str]:
+    """The stage's conversations and where they come from: the user's data file, or else
+    the built-in math set (SFT with a `mixture` in its run: sft_mixture)."""
     if run.get("data"):
         return post_data.read_sft(run["data"]), run["data"]
     return post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed), f"built-in math_sft/{cfg.math_level}"
+
+
+def sft_mixture(cfg: StageConfig, run: dict) -> dict[str, list[list[dict]]]:
+    """{source: conversations}: the user's file, the built-in math set, and the jsonl files
+    of `run["mixture"]` ({source: path}: corpus pairs, conversational turns)."""
+    sources: dict[str, list[list[dict]]] = {}
+    if run.get("data"):
+        sources["data"] = post_data.read_sft(run["data"])
+    if cfg.examples:
+        sources[f"math_{cfg.math_level}"] = post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed)
+    for name, path in run["mixture"].items():
+        sources[name] = post_data.read_sft(path)
+    return sources
 
 
 def preferences(cfg: StageConfig, run: dict) -> tuple[list[post_data.Preference], str]:

@@ -37,16 +37,30 @@ class StageConfig:
     math_level: str = "add2"  # built-in set: pipelines.tasks.math_tasks level, training operands only
     examples: PosInt = 2000  # built-in set size
     heldout_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.05  # of the examples, kept out of training for the stage's own evaluation
+    # replay of pretraining text (model/post_replay.py): each update's loss gains replay x the
+    # next-token loss on replay_batch_size windows (per rank) of the base model's token shards,
+    # train split, so the stage keeps the corpus's perplexity (docs/post-training.md); 0: off
+    replay: NonNegFloat = 0.1
+    replay_batch_size: PosInt = 4
 
 
 @section
 class SFTConfig(StageConfig):
-    """Loss on assistant tokens only; a lower learning rate than pretraining."""
+    """Loss on assistant tokens only; a lower learning rate than pretraining.
+
+    The SFT data is a mixture (docs/post-training.md): the built-in math set (`examples`
+    problems), a user's `data` file, question-answer pairs made from the corpus' own
+    sections (train documents only: stages/domain_qa.py) and general conversational turns."""
+
+    examples: NonNegInt = 2000  # math problems in the mixture; 0: none
+    domain_qa: NonNegInt = 1000  # at most this many of the corpus' question-answer pairs; 0: none
+    chitchat: NonNegInt = 100  # conversational turns (the fixed set, cycled through); 0: none
 
 
 @section
 class RewardConfig(StageConfig):
     heldout_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1  # held-out pairs for the accuracy in the metadata
+    replay: NonNegFloat = 0.0  # a scoring head on the trunk, not the language model: nothing to keep
 
 
 @section
@@ -57,6 +71,9 @@ class DPOConfig(StageConfig):
     # DPO: + rpo_alpha x the chosen reply's per-token NLL (RPO, Pang et al. 2024). Plain DPO
     # lowers the chosen reply's likelihood along with the rejected one's; the NLL term holds it.
     rpo_alpha: NonNegFloat = 0.0
+    # Off: measured on the sample (docs/post-training.md), the preference and RL stages keep
+    # the perplexity SFT leaves them (76.0 -> 76.1 after GRPO), replay or not; SFT forgets.
+    replay: NonNegFloat = 0.0
 
 
 @section
@@ -66,6 +83,7 @@ class RLConfig(StageConfig):
     top_k: NonNegInt = 0
     clip: NonNegFloat = 0.2  # PPO-style ratio clip
     iterations: PosInt = 2  # policy updates per rollout batch (1: on-policy, the clip never binds)
+    replay: NonNegFloat = 0.0  # off, as for DPO: RL moves perplexity by 0.1% (docs/post-training.md)
     kl_coef: NonNegFloat = 0.04  # KL penalty to the reference (the stage's starting model)
     correct_reward: float = 1.0  # verifiable: the <answer> (or last number) equals the answer
     format_reward: float = 0.1  # verifiable: <think>...</think><answer>N</answer> with one number
@@ -115,11 +133,15 @@ def check(name: str, c: StageConfig) -> None:
     """Rules between fields of one stage (each field validates its own type and range)."""
     if isinstance(c, PPOConfig) and not 1 <= c.minibatches <= c.batch_size:
         raise ValueError(f"post.{name}.minibatches must be between 1 and batch_size ({c.batch_size})")
+    if isinstance(c, RewardConfig) and c.replay:
+        raise ValueError(f"post.{name}.replay: the reward model trains a scoring head, not the language model; "
+                         "replay applies to sft, dpo, ppo and grpo")
 
 
 def tiny() -> PostTrainConfig:
-    """The whole chain on 2 CPU cores in about eight minutes with the tiny model (docs/recipes.md:
-    the measured table, and why each setting is what it is)."""
+    """The whole chain on 2 CPU cores in about eight minutes with the tiny model, a minute or two
+    more with the default replay of pretraining text (docs/recipes.md: the measured table, and
+    why each setting is what it is; docs/post-training.md: what replay keeps and costs)."""
     rl = {"temperature": 0.7, "betas": (0.9, 0.99), "eval_every": 10}
     return PostTrainConfig(
         sft=SFTConfig(steps=300, batch_size=16, lr=1e-3, min_lr=1e-4, warmup=20, dtype="bf16", eval_every=100,

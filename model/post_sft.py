@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from model.post_batches import Encoded, Epochs, collate, encode_conversation, encode_reply, fit
-from model.post_common import Stage, Update, autocast, conversations, preferences
+from model.post_common import Stage, Update, autocast, conversations, preferences, sft_mixture
 from model.post_heads import RewardModel
 from model.post_losses import bradley_terry_loss, sft_loss
 from pipelines.tasks.post_data import split_heldout
@@ -25,7 +25,14 @@ def mask_check(tok, messages: list[dict], row: Encoded) -> dict:
 class SFT(Stage):
     def __init__(self, cfg, loaded, d, run, report):
         super().__init__(cfg, loaded, d, run, report)
-        convs, self.source = conversations(cfg, run)
+        if run.get("mixture"):  # the stage layer's SFT mixture: math, the user's file, corpus pairs, chat turns
+            sources = sft_mixture(cfg, run)
+            convs = [c for group in sources.values() for c in group]
+            self.mixture = {n: {"conversations": len(g), "tokens": sum(len(encode_conversation(self.tok, c).ids)
+                                                                        for c in g)} for n, g in sources.items()}
+            self.source = "mixture"
+        else:
+            (convs, self.source), self.mixture = conversations(cfg, run), {}
         train, held = split_heldout(convs, cfg.heldout_fraction, cfg.seed)
         context = loaded.config.context
         self.train, dropped = fit([encode_conversation(self.tok, c) for c in train], context)
@@ -44,11 +51,13 @@ class SFT(Stage):
         return {"data": self.source, "train_conversations": len(self.train), "heldout_conversations": len(self.held),
                 "dropped_too_long": self.dropped, "epochs": round(self.cfg.steps * self.cfg.batch_size
                                                                  / len(self.train), 2),
-                "mask_check": self.check}
+                "mask_check": self.check, **({"mixture": self.mixture} if self.mixture else {})}
 
     def summary(self) -> str:
         p = self.plan()
-        return (f"  {p['train_conversations']} conversations ({p['data']}), {p['heldout_conversations']} held out, "
+        data = (", ".join(f"{n} {m['conversations']} ({m['tokens']:,} tokens)" for n, m in self.mixture.items())
+                if self.mixture else p["data"])
+        return (f"  {p['train_conversations']} conversations ({data}), {p['heldout_conversations']} held out, "
                 f"{p['dropped_too_long']} dropped as too long; {p['epochs']} epochs\n"
                 f"  loss mask check passed: trains on {self.check['trained_text'][:120]!r}")
 
@@ -101,6 +110,8 @@ def padded(rows: list[Encoded], pad_id: int, device) -> tuple[torch.Tensor, torc
 
 class Reward(Stage):
     """A scalar head on the SFT model's trunk, trained on preference pairs."""
+
+    trains_lm = False
 
     def __init__(self, cfg, loaded, d, run, report):
         super().__init__(cfg, loaded, d, run, report)

@@ -2,12 +2,15 @@
 
 run.json: {"stage": "sft" | "reward" | "dpo" | "ppo" | "grpo", "train": {...stage config},
 "init": the checkpoint (or asset directory) to start from, "reward_model": the reward
-model's (PPO), "data": a jsonl path or "", "out": this stage's directory, "lineage": {...}}.
+model's (PPO), "data": a jsonl path or "", "out": this stage's directory, "lineage": {...},
+"replay_shards": the base model's token shards, optional (model/post_replay.py)}.
 
 One loop for every stage: the stage object (model/post_sft.py, post_pref.py, post_rl.py)
 owns its data, its models and what one step computes; the loop owns the optimizer, the
 schedule, DDP, checkpoints with exact resume and the records (metrics.jsonl, stdout,
-Dagster Pipes, MLflow: model.sinks), as model/train.py does for pretraining.
+Dagster Pipes, MLflow: model.sinks), as model/train.py does for pretraining, and the
+replay of pretraining text (model/post_replay.py) that every update of a stage training the
+language model adds to its loss.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from model import checkpoint as ckpt
 from model import parallel
 from model.load import load
 from model.post_config import STAGE_TYPES, StageConfig
+from model.post_replay import Replay, off_summary
 from model.schedule import lr_at
 from model.sinks import Reporter, run_reported
 
@@ -68,7 +72,9 @@ def train(run: dict) -> dict:
 def _train(run: dict, cfg: StageConfig, d: parallel.Dist, out: Path, report: Reporter) -> dict:
     torch.manual_seed(cfg.seed)
     stage, loaded = _build(run, cfg, d, report)
-    report(event="plan", summary=stage.summary(), **stage.plan())
+    replay = Replay(cfg, loaded, d, run) if cfg.replay and stage.trains_lm else None
+    report(event="plan", summary=stage.summary() + "\n" + (replay.summary(cfg) if replay else off_summary(stage)),
+           **stage.plan(), **(replay.plan(cfg) if replay else {"replay": 0.0}))
     module = stage.module
     last, step, last_metrics = ckpt.latest(out), 0, {}
     opt = _optimizer(module, cfg, fused=d.device.type == "cuda")
@@ -78,6 +84,8 @@ def _train(run: dict, cfg: StageConfig, d: parallel.Dist, out: Path, report: Rep
         optim_state, state = ckpt.load_training_state(last)
         opt.load_state_dict(optim_state)
         stage.load_state_dict(state.get("stage_state", {}))
+        if replay is not None:
+            replay.load_state_dict(state.get("replay", {}))
         step, last_metrics = state["step"], state.get("metrics", {})
         report(event="resume", step=step, checkpoint=str(last.path))
     if d.world > 1:
@@ -89,6 +97,8 @@ def _train(run: dict, cfg: StageConfig, d: parallel.Dist, out: Path, report: Rep
         report(event="baseline", step=0, **{f"eval_{k}": v for k, v in stage.evaluate().items()})
 
     def update(loss: torch.Tensor) -> float:
+        if replay is not None:  # through the GPT itself: one backward, so DDP reduces the sum once
+            loss = loss + replay.loss(loaded.model)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.grad_clip)
         opt.step()
@@ -100,7 +110,7 @@ def _train(run: dict, cfg: StageConfig, d: parallel.Dist, out: Path, report: Rep
         for g in opt.param_groups:
             g["lr"] = lr_at(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup, total=cfg.steps)
         lr = opt.param_groups[0]["lr"]
-        metrics = stage.step(step, update)
+        metrics = stage.step(step, update) | (replay.metrics() if replay else {})
         step += 1
         elapsed = time.perf_counter() - t0
         last_metrics = {"step": step, **metrics, "lr": lr, "elapsed_s": round(elapsed, 3),
@@ -109,22 +119,23 @@ def _train(run: dict, cfg: StageConfig, d: parallel.Dist, out: Path, report: Rep
             last_metrics |= {f"eval_{k}": v for k, v in stage.evaluate().items()}
         report(event="step", **last_metrics)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-            final = _save(out, step, stage, loaded, opt, cfg, run, last_metrics, d) or final
+            final = _save(out, step, stage, replay, loaded, opt, cfg, run, last_metrics, d) or final
     if cfg.steps == 0 and last is None:  # nothing to train: the stage is its starting model
         last_metrics = {"step": 0, **{f"eval_{k}": v for k, v in stage.evaluate().items()}}
-        final = _save(out, 0, stage, loaded, opt, cfg, run, last_metrics, d) or final
+        final = _save(out, 0, stage, replay, loaded, opt, cfg, run, last_metrics, d) or final
     report(event="done", **last_metrics)
     report.materialize({k: v for k, v in last_metrics.items() if isinstance(v, (int, float)) and k != "time"}
                        | {"checkpoint": {"raw_value": str(final.path), "type": "path"} if final else ""})
     return last_metrics
 
 
-def _save(out: Path, step: int, stage, loaded, opt, cfg: StageConfig, run: dict, metrics: dict,
-          d: parallel.Dist) -> ckpt.Checkpoint | None:
+def _save(out: Path, step: int, stage, replay: Replay | None, loaded, opt, cfg: StageConfig, run: dict,
+          metrics: dict, d: parallel.Dist) -> ckpt.Checkpoint | None:
     saved = None
     if d.main:
         init_state = loaded.state
-        state = {"stage_state": stage.state_dict(), "metrics": metrics, "stage": run["stage"],
+        state = {"stage_state": stage.state_dict(), "replay": replay.state_dict() if replay else {},
+                 "metrics": metrics, "stage": run["stage"],
                  "post_config": dataclasses.asdict(cfg), "model_config": dataclasses.asdict(loaded.config),
                  # the pretraining run's windows: evaluation measures every stage on the same validation tokens
                  "train_config": init_state.get("train_config", {}), "lineage": run.get("lineage", {})}

@@ -65,7 +65,8 @@ def _answer(p: dict) -> str:
     return " ".join(p["messages"][-1]["content"].lower().split())
 
 
-def _order(p: dict) -> str:
+def order_key(p: dict) -> str:
+    """A pair's place in a deterministic sample spread over shards and documents."""
     return hashlib.sha256(f"{p['doc_id']}\x1f{p['heading']}".encode()).hexdigest()
 
 
@@ -75,7 +76,7 @@ def heldout_pairs(store: DataStore, limit: int | None = None, shards: Sequence[s
     `limit`, a sample spread over shards and documents (ordered by a hash, not by shard)."""
     seen = {_answer(p) for p in (train if train is not None else train_pairs(store, shards, opts))}
     pairs = [p for p in build_pairs(documents(store, "val", shards), opts) if _answer(p) not in seen]
-    pairs.sort(key=_order)
+    pairs.sort(key=order_key)
     return pairs[:limit] if limit is not None else pairs
 
 

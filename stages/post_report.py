@@ -15,12 +15,14 @@ ABOVE_CHANCE = "heldout_pair_accuracy_above_chance"
 NO_HACKING = "no_reward_hacking"
 
 # per-step columns worth a table and a plot, per stage (the rest stay in metrics.jsonl and MLflow)
+# (replay_loss: the LM loss on replayed pretraining text, model/post_replay.py; absent when replay is off)
 CURVES = {
-    "sft": ("loss", "eval_loss", "epochs"),
+    "sft": ("loss", "eval_loss", "epochs", "replay_loss"),
     "reward": ("loss", "accuracy", "eval_accuracy", "eval_margin"),
-    "dpo": ("loss", "accuracy", "margin", "eval_accuracy", "eval_margin"),
-    "ppo": ("reward", "reward_model_score", "accuracy", "kl", "reply_tokens", "eval_dev_accuracy"),
-    "grpo": ("reward_verifiable", "accuracy", "kl", "reply_tokens", "groups_with_signal", "eval_dev_accuracy"),
+    "dpo": ("loss", "accuracy", "margin", "eval_accuracy", "eval_margin", "replay_loss"),
+    "ppo": ("reward", "reward_model_score", "accuracy", "kl", "reply_tokens", "eval_dev_accuracy", "replay_loss"),
+    "grpo": ("reward_verifiable", "accuracy", "kl", "reply_tokens", "groups_with_signal", "eval_dev_accuracy",
+             "replay_loss"),
 }
 
 

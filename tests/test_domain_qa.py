@@ -216,3 +216,38 @@ def test_evaluation_scores_the_heldout_pairs(tmp_path):
     row = evaluate_all(store, cfg)["report"]["rows"]["base_model"]
     # one pair per validation document (the second section is too short to be an answer)
     assert row["domain_qa_pairs"] == 3 and math.isfinite(row["domain_qa_nll"])
+
+
+def test_the_sft_mixture_takes_train_pairs_and_chat_turns_and_the_program_reports_it(tmp_path):
+    """stages.post_train.sft_sources: corpus pairs only from train documents, capped and
+    deterministic, chat turns cycled to their count; the SFT program mixes them with the
+    math set and reports conversations and tokens per source."""
+    from model.post_config import SFTConfig
+    from model.post_sft import SFT
+    from stages.domain_qa import write_jsonl
+    from stages.post_train import sft_sources
+
+    split = {i: "val" if i % 3 == 0 else "train" for i in range(12)}
+    store = _home(tmp_path, {"a": [(f"a{i}", split[i], _section_doc(i)) for i in range(12)]})
+    shards = [str(store.dir("token_shards", "a"))]
+    cfg = SFTConfig(domain_qa=3, chitchat=40, examples=10)
+    got = sft_sources(store, cfg, shards)
+    assert len(got["domain_qa"]) == 3 and len(got["chitchat"]) == 40
+    assert all(split[int(p["doc_id"][1:])] == "train" for p in got["domain_qa"])
+    assert got == sft_sources(store, cfg, shards)  # the same sample every time
+    assert sft_sources(store, SFTConfig(domain_qa=0, chitchat=0), shards) == {}
+    assert "domain_qa" not in sft_sources(store, cfg, ["/elsewhere/other-shard"])  # only the base model's shards
+
+    from model.load import load
+    from model.parallel import Dist
+    from tests.factory import tiny_checkpoint
+
+    loaded = load(tiny_checkpoint(tmp_path / "ckpt", context=384))
+    run = {"stage": "sft", "data": "", "mixture": {n: str(write_jsonl(r, tmp_path / f"{n}.jsonl")) for n, r in got.items()}}
+    sft = SFT(cfg, loaded, Dist(), run, lambda **_: None)
+    plan = sft.plan()
+    assert {n: m["conversations"] for n, m in plan["mixture"].items()} == {"math_add2": 10, "domain_qa": 3,
+                                                                            "chitchat": 40}
+    assert all(m["tokens"] > 0 for m in plan["mixture"].values())
+    assert plan["train_conversations"] + plan["heldout_conversations"] + plan["dropped_too_long"] == 53
+    assert "chitchat 40" in sft.summary()

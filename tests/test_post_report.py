@@ -34,8 +34,8 @@ def test_curve_keeps_evaluations_and_thins_steps():
                for i in range(1, 201)]
     rows = curve("sft", [{"event": "baseline", "step": 0, "eval_loss": 5.0}, *records], points=10)
     assert {r["step"] for r in rows} >= {0, 50, 100, 150, 200} and len(rows) <= 26
-    assert rows[0] == {"step": 0, "loss": None, "eval_loss": 5.0, "epochs": None}
-    assert set(rows[0]) == {"step", "loss", "eval_loss", "epochs"}
+    assert rows[0] == {"step": 0, "loss": None, "eval_loss": 5.0, "epochs": None, "replay_loss": None}
+    assert set(rows[0]) == {"step", "loss", "eval_loss", "epochs", "replay_loss"}
 
 
 @pytest.mark.parametrize(("text", "ok"), [

@@ -24,8 +24,9 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
     h = env.use_home(tmp_path / "home")
-    # data/base_model/step-00000010 and its record, as pretraining leaves them
-    record_base(tiny_checkpoint(h / "data", context=384))
+    # data/base_model/step-00000010 and its record, as pretraining leaves them: naming its
+    # token shards, which the stages replay (the tiny preset's post.<stage>.replay)
+    record_base(_base_with_shards(h, tmp_path)[0])
     return h
 
 
@@ -51,6 +52,16 @@ def test_whole_chain_materializes_with_a_report_row_per_stage(home):
         assert md["step"] == 2 and md["cached"] is False, (asset, md)
         assert (data / asset / "step-00000002" / "checksums.json").exists()
     assert _md(result, "sft_model")["eval_loss"] > 0
+    md = _md(result, "sft_model")  # the preset replays pretraining text in SFT, the stage that forgets
+    assert md["replay_loss"] > 0 and md["replay_tokens"] > 0 and "replay: " in md["plan"]
+    assert "chitchat 100" in md["plan"]  # the SFT mixture: math and conversational turns (no documents here)
+    assert json.loads((data / "sft_model" / "train_config.json").read_text())["mixture"] == {
+        "chitchat": str(data / "sft_model" / "mixture" / "chitchat.jsonl")}
+    for asset in ("sft_model", "dpo_model", "ppo_model", "grpo_model"):
+        config = json.loads((data / asset / "train_config.json").read_text())  # resolved in the home
+        assert config["replay_shards"] == [str(data / "token_shards" / "corpus")], asset
+    for asset in ("reward_model", "dpo_model", "ppo_model", "grpo_model"):
+        assert "replay_loss" not in _md(result, asset), asset
     assert 0 <= _md(result, "reward_model")["eval_accuracy"] <= 1
     assert {"eval_margin", "eval_reward_chosen"} <= _md(result, "dpo_model").keys()
     for rl in ("ppo_model", "grpo_model"):  # reward, KL and reply length per step
@@ -123,7 +134,7 @@ def _run(tmp_path, stage: str, init, **train) -> dict:
     from model.post_config import STAGE_TYPES
 
     cfg = STAGE_TYPES[stage](**{"steps": 4, "batch_size": 2, "examples": 12, "checkpoint_every": 2,
-                                "keep_checkpoints": 5, "eval_every": 100, **train})
+                                "keep_checkpoints": 5, "eval_every": 100, "replay": 0.0, **train})
     import dataclasses
 
     out = tmp_path / stage
@@ -164,17 +175,18 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, stage):
             torch.testing.assert_close(again_heads[k], final_heads[k], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("stage", ["sft", "grpo"])
-def test_stage_runs_under_two_gloo_processes(tmp_path, stage):
+@pytest.mark.parametrize(("stage", "replay"), [("sft", 0.0), ("grpo", 0.0), ("grpo", 1.0)])
+def test_stage_runs_under_two_gloo_processes(tmp_path, stage, replay):
     """DDP across two torchrun processes: every rank takes the same number of updates (a
     rank without a learning signal must not skip its backward, or the other would wait
-    forever), and rank 0 checkpoints."""
+    forever), and rank 0 checkpoints. With replay, the replayed LM loss (taken through the
+    unwrapped GPT) joins the loss that went through DDP, and one backward reduces both."""
     import subprocess
     import sys
 
-    base = tiny_checkpoint(tmp_path / "data", context=384)
+    base = _base_with_shards(tmp_path)[0] if replay else tiny_checkpoint(tmp_path / "data", context=384)
     extra = {"dev_problems": 0, "max_new_tokens": 10, "group": 2} if stage == "grpo" else {}
-    run = _run(tmp_path, stage, base, **extra)
+    run = _run(tmp_path, stage, base, replay=replay, replay_batch_size=1, **extra)
     config = tmp_path / "run.json"
     config.write_text(json.dumps(run))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
@@ -185,6 +197,9 @@ def test_stage_runs_under_two_gloo_processes(tmp_path, stage):
     records = [json.loads(line) for line in (tmp_path / stage / "metrics.jsonl").read_text().splitlines()]
     assert next(r for r in records if r.get("event") == "start")["world_size"] == 2
     assert (tmp_path / stage / "step-00000004" / "checksums.json").exists()
+    if replay:  # the two ranks read disjoint windows: the global cursor moves 2 per update
+        state = json.loads((tmp_path / stage / "step-00000004" / "state.json").read_text())
+        assert state["replay"]["loader"]["cursor"] == 4 * 2 * 2 and records[-1]["replay_loss"] > 0
 
 
 def test_zero_steps_copies_the_starting_model(tmp_path):
@@ -197,3 +212,108 @@ def test_zero_steps_copies_the_starting_model(tmp_path):
     original = load_file(base / "model.safetensors")
     assert copied.keys() == original.keys()
     assert all(torch.equal(copied[k], original[k]) for k in original)
+
+
+# --- replay of pretraining text (model/post_replay.py) ---
+
+TRAIN_IDS, VAL_IDS = range(5, 150), range(150, 300)  # disjoint: a window shows which split it came from
+
+
+def _replay_shard(root, name: str = "corpus") -> str:
+    """A token shard whose train split holds only TRAIN_IDS and whose val split only VAL_IDS."""
+    import numpy as np
+
+    from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter
+
+    d = root / "data" / "token_shards" / name  # where a home keeps them
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    splits = {}
+    for split, ids, docs in (("train", TRAIN_IDS, 40), ("val", VAL_IDS, 6)):
+        with SplitWriter(d, split, np.dtype("<u2"), eot_id=0) as w:
+            w.add([rng.choice(np.array(ids), 60).astype("<u2") for _ in range(docs)], 240 * docs)  # 4 bytes a token
+            splits[split] = w.close()
+    (d / HEADER).write_text(json.dumps({"format": FORMAT, "dtype": "<u2", "vocab_size": 400, "eot_id": 0,
+                                        "tokenizer_hash": "t", "shard": name, "splits": splits}))
+    return str(d)
+
+
+def _base_with_shards(root, scratch=None):
+    """<root>/data/base_model/step-00000010: the factory's base checkpoint, saved again as
+    pretraining saves it, naming the token shards (and window length) it trained on."""
+    from model import checkpoint as ckpt
+    from model.load import load
+
+    loaded = load(tiny_checkpoint((scratch or root) / "factory", context=384))
+    shard = _replay_shard(root)
+    state = {**loaded.state, "train_config": {"shards": [shard], "seq_len": 32, "batch_size": 4}}
+    return ckpt.save(root / "data" / "base_model", 10, loaded.model.state_dict(), {}, state,
+                     tied=loaded.config.tie_embeddings,
+                     tokenizer=loaded.tokenizer.directory).path, shard
+
+
+def test_replay_reads_only_the_train_split_of_the_base_models_shards(tmp_path):
+    from types import SimpleNamespace
+
+    from model.gpt import GPT
+    from model.load import load
+    from model.post_config import SFTConfig
+    from model.post_replay import Replay, ReplayError
+
+    base, _ = _base_with_shards(tmp_path)
+    loaded = load(base)
+    d = SimpleNamespace(rank=0, world=1, device=torch.device("cpu"))
+    replay = Replay(SFTConfig(replay=0.5, replay_batch_size=3), loaded, d, {"stage": "sft"})
+    seen = set()
+    for _ in range(40):  # several epochs of the train split (every other batch read here)
+        weighted = replay.loss(loaded.model)
+        x, _ = replay.loader.next_batch()
+        seen |= set(x.flatten().tolist())
+    assert seen <= {0, *TRAIN_IDS} and replay.loader.split == "train"
+    m = replay.metrics()
+    assert m["replay_tokens"] == 40 * 3 * 32 and replay.metrics() == {}  # cleared after each step
+    assert weighted.item() == pytest.approx(0.5 * m["replay_loss"], rel=0.05)
+    # no shards named (a checkpoint from elsewhere): a clear refusal, not a silent skip
+    bare = SimpleNamespace(state={}, config=loaded.config)
+    with pytest.raises(ReplayError, match=r"replay=0"):
+        Replay(SFTConfig(replay=0.5), bare, d, {"stage": "sft"})
+    assert isinstance(loaded.model, GPT)
+
+
+@pytest.mark.parametrize("stage", ["sft", "grpo"])
+def test_replay_is_added_and_resumes_exactly(tmp_path, stage):
+    """replay > 0 changes the update (replay_loss in every step, other weights than without
+    it), the loader's state is in the checkpoint, and a resumed run ends on exactly the
+    weights of the uninterrupted one."""
+    import shutil
+
+    from model.post_train import train
+
+    base, _ = _base_with_shards(tmp_path)
+    extra = {"dev_problems": 0, "max_new_tokens": 10, "group": 2, "iterations": 2} if stage == "grpo" else {}
+    off = _run(tmp_path / "off", stage, base, **extra)
+    train(off)
+    run = _run(tmp_path, stage, base, replay=1.0, replay_batch_size=2, **extra)
+    train(run)
+    out = tmp_path / stage
+    final = load_file(out / "step-00000004" / "model.safetensors")
+    without = load_file(tmp_path / "off" / stage / "step-00000004" / "model.safetensors")
+    assert any(not torch.equal(final[k], without[k]) for k in final)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    plan = next(r for r in records if r.get("event") == "plan")
+    updates_per_step = extra.get("iterations", 1)
+    assert plan["replay"] == 1.0 and plan["replay_split"] == "train" and plan["replay_shards"] == ["corpus"]
+    assert plan["replay_tokens_planned"] == 4 * updates_per_step * 2 * 32 and "replay: 1.0 x LM loss" in plan["summary"]
+    steps = [r for r in records if r.get("event") == "step"]
+    assert all(r["replay_loss"] > 0 for r in steps)
+    assert steps[-1]["replay_tokens"] == 4 * updates_per_step * 2 * 32
+    state = json.loads((out / "step-00000002" / "state.json").read_text())
+    assert state["replay"]["loader"]["cursor"] == 2 * updates_per_step * 2
+    assert state["replay"]["loader"]["split"] == "train" and state["replay"]["tokens"] == 2 * updates_per_step * 64
+
+    shutil.rmtree(out / "step-00000004")
+    train(run)
+    again = load_file(out / "step-00000004" / "model.safetensors")
+    for k in final:
+        torch.testing.assert_close(again[k], final[k], rtol=0, atol=0)
+    assert json.loads((out / "step-00000004" / "state.json").read_text())["replay"]["tokens"] == 4 * updates_per_step * 64
