@@ -132,7 +132,9 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
     train = state.get("train_config", {})
     shards = list(shards if shards is not None else train.get("shards", []))
     row: dict = {"checkpoint": str(loaded.checkpoint.path), "step": loaded.checkpoint.step,
-                 "parameters": loaded.model.num_params()}
+                 "parameters": loaded.model.num_params(),
+                 # the base model's seed, carried down the chain: runs of one recipe differ by it
+                 "seed": train.get("seed")}
     present = [s for s in shards if Path(s, "header.json").exists()]
     if present:
         seq_len = min(train.get("seq_len", loaded.config.context), loaded.config.context)

@@ -21,7 +21,7 @@ from stages.loss_curve import steps_of_last_attempt
 
 # The checkpoint assets in chain order; the report has a row for each one that exists.
 STAGES = ("base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model")
-COLUMNS = ("stage", "step", "val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy",
+COLUMNS = ("stage", "step", "seed", "val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy",
            "math_rephrased", "math_problems", "format_rate", "distinct_2", "repeat_4_max", "parameters", "outdated")
 RISE_TOLERANCE = 0.01  # nats: noise between evaluations of the same windows is far below this
 FALL_MARGIN = 0.05  # nats of training loss fall that counts as "falling"

@@ -29,7 +29,7 @@ from stages.store import DataStore, cache_key, write_json
 
 EVAL_REPORT = "eval_report"
 EXPORTED_MODEL = "exported_model"
-EVAL_CODE_VERSION = "3"  # 2: the domain question-answering score; 3: math in held-out wordings
+EVAL_CODE_VERSION = "4"  # 2: the domain question-answering score; 3: math in held-out wordings; 4: seed
 DOMAIN_QA_PAIRS = 64  # held-out pairs scored per checkpoint (a few seconds on a CPU for a small model)
 EXPORT_CODE_VERSION = "2"  # 2: the record carries its source's lineage
 

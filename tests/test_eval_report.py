@@ -60,7 +60,7 @@ def test_rising_validation_is_an_action_when_early_stopping_took_the_best():
 
 
 def test_repetition_alarm_and_report():
-    row = {"step": 100, "checkpoint": "/x", "val_loss": 3.8, "val_ppl": 44.7, "val_bpb": 1.29, "parameters": 1000,
+    row = {"step": 100, "seed": 7, "checkpoint": "/x", "val_loss": 3.8, "val_ppl": 44.7, "val_bpb": 1.29, "parameters": 1000,
            "math_set": "es_add2", "math_accuracy": 0.25, "math_problems": 4, "distinct_2": 0.9, "repeat_4_max": 0.8,
            "samples": [{"prompt": "Hola", "completion": "a b a b", "tokens": 4, "distinct_1": 0.5,
                         "distinct_2": 0.67, "repeat_4": 0.8}],
@@ -71,7 +71,7 @@ def test_repetition_alarm_and_report():
     assert report["alarms"]["base_model"]["repetition"]["fired"]
     assert report["table"][0]["format_rate"] == 0.5 and report["table"][0]["stage"] == "base_model"
     md = eval_report.markdown(report)
-    assert "| base_model | 100 | 3.8 |" in md and "**FIRED** base_model repetition" in md
+    assert "| base_model | 100 | 7 | 3.8 |" in md and "**FIRED** base_model repetition" in md
     assert "25.0% of 4" in md
 
 
