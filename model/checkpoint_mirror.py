@@ -40,7 +40,6 @@ from pipelines.tokens.token_format import TokenShard
 
 SUMS = "checksums.json"
 METRICS = "metrics.jsonl"
-BEST = BEST_FILE  # early stopping's record of the best checkpoint
 SHARED_PATH_WARNING = (
     "training on {nodes} nodes without train.checkpoint_mirror: every node resumes from its own {out}, "
     "and only rank 0 writes checkpoints there. Put train.out on a path all nodes share (the same home), "
@@ -226,7 +225,7 @@ class CheckpointSync:
             return
         upload(self.mirror, saved, self.cfg.keep_checkpoints, protect)
         fs, root = _fs(self.mirror)
-        for name in (METRICS, BEST):
+        for name in (METRICS, BEST_FILE):  # the records so far, and early stopping's best
             if (self.out / name).exists():
                 fs.put_file(str(self.out / name), f"{root}/{name}")
 

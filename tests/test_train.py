@@ -22,22 +22,24 @@ from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter
 VOCAB = 64
 
 
-def _shards(root: Path, n: int = 2) -> list[str]:
-    """Token shards of a noisy bigram chain: learnable, so the loss falls."""
-    rng = np.random.default_rng(0)
+def _shards(root: Path, n: int = 2, *, docs: tuple[int, int] = (40, 6), length: int = 320, noise: float = 0.1,
+            seed: int = 0, names: tuple[str, ...] = ()) -> list[str]:
+    """Token shards of a noisy bigram chain: learnable, so the loss falls. `docs` is
+    (train, val) documents per shard, `noise` the share of tokens drawn at random."""
+    rng = np.random.default_rng(seed)
     paths = []
     for s in range(n):
-        d = root / f"s{s}"
+        d = root / (names[s] if names else f"s{s}")
         d.mkdir(parents=True)
         splits = {}
-        for split, docs in (("train", 40), ("val", 6)):
+        for split, count in zip(("train", "val"), docs):
             with SplitWriter(d, split, np.dtype("<u2"), eot_id=0) as w:
                 seqs = []
-                for _ in range(docs):
+                for _ in range(count):
                     seq = [int(rng.integers(1, VOCAB))]
-                    for _ in range(319):  # a fixed successor of each token, 10% noise
+                    for _ in range(length - 1):  # a fixed successor of each token, `noise` of them random
                         nxt = seq[-1] * 7 % (VOCAB - 1) + 1
-                        seq.append(int(rng.integers(1, VOCAB)) if rng.random() < 0.1 else nxt)
+                        seq.append(int(rng.integers(1, VOCAB)) if rng.random() < noise else nxt)
                     seqs.append(np.array(seq, np.uint32))
                 w.add(seqs, sum(len(x) for x in seqs) * 4)
                 splits[split] = w.close()
@@ -239,23 +241,7 @@ def test_muon_trains(tmp_path):
 # enough to memorise: two training documents of a bigram chain with 50% noise. Validation
 # loss falls while the model learns the chain (to step 10), then rises as it memorises noise.
 def _tiny_corpus(root: Path) -> list[str]:
-    rng = np.random.default_rng(1)
-    d = root / "tiny"
-    d.mkdir(parents=True)
-    splits = {}
-    for split, docs in (("train", 2), ("val", 4)):
-        with SplitWriter(d, split, np.dtype("<u2"), eot_id=0) as w:
-            seqs = []
-            for _ in range(docs):
-                seq = [int(rng.integers(1, VOCAB))]
-                for _ in range(79):
-                    seq.append(int(rng.integers(1, VOCAB)) if rng.random() < 0.5 else seq[-1] * 7 % (VOCAB - 1) + 1)
-                seqs.append(np.array(seq, np.uint32))
-            w.add(seqs, sum(len(x) for x in seqs) * 4)
-            splits[split] = w.close()
-    (d / HEADER).write_text(json.dumps({"format": FORMAT, "dtype": "<u2", "vocab_size": VOCAB, "eot_id": 0,
-                                        "tokenizer_hash": "t", "shard": d.name, "splits": splits}))
-    return [str(d)]
+    return _shards(root, 1, docs=(2, 4), length=80, noise=0.5, seed=1, names=("tiny",))
 
 
 def _train_in_process(tmp: Path, out: str, shards: list[str], **train) -> Path:
