@@ -131,7 +131,9 @@ class TrainConfig:
     weight_decay: NonNegFloat = 0.1
     betas: tuple[Fraction, Fraction] = (0.9, 0.95)
     grad_clip: NonNegFloat = 1.0
-    dtype: Literal["fp32", "bf16"] = "fp32"  # "bf16": autocast (weights and optimizer stay fp32)
+    # "bf16": autocast (weights and optimizer stay fp32); "auto": bf16 where the device has
+    # bf16 matrix units, else fp32 (model.precision: emulated bf16 is tens of times slower)
+    dtype: Literal["fp32", "bf16", "auto"] = "fp32"
     compile: bool = False  # torch.compile the model (inductor; needs a C++ compiler on CPU)
     fsdp: bool = False  # FSDP2 (fully_shard) instead of DDP when WORLD_SIZE > 1
     eval_every: PosInt = 100
@@ -219,7 +221,7 @@ def train_tiny() -> TrainConfig:
     # nats: a healthy run's validation loss still falls at its last evaluation (above), so
     # this fires only on a corpus small enough to be memorised, and keeps its best step.
     return TrainConfig(steps=1600, batch_size=8, seq_len=256, lr=3e-3, min_lr=3e-4, warmup=50,
-                       dtype="bf16", compile=True, eval_every=200, eval_batches=14, checkpoint_every=400,
+                       dtype="auto", compile=True, eval_every=200, eval_batches=14, checkpoint_every=400,
                        early_stop_patience=4)
 
 
@@ -228,7 +230,7 @@ def train_default() -> TrainConfig:
     # 0.001 nats: long enough to ride out a plateau of a stable learning-rate phase, which a
     # healthy run leaves within a few hundred steps.
     return TrainConfig(steps=20_000, batch_size=16, seq_len=1024, tokens_per_step=524_288, lr=6e-4,
-                       min_lr=6e-5, warmup=700, dtype="bf16", compile=True, eval_every=500,
+                       min_lr=6e-5, warmup=700, dtype="auto", compile=True, eval_every=500,
                        checkpoint_every=500, early_stop_patience=8)
 
 

@@ -39,15 +39,20 @@ class Dist:
         return max(1, self.world // self.local_world)
 
 
-def init(timeout_s: float = 0) -> Dist:
+def init(timeout_s: float = 0, group_of_one: bool = False) -> Dist:
     """`timeout_s` > 0: how long a collective waits for a peer before failing (a dead node
-    is noticed then, not after torch's default half hour)."""
+    is noticed then, not after torch's default half hour). `group_of_one`: a process group
+    even for one process (FSDP2 needs one: `fully_shard` on one device is the same code path
+    as on many, which is how it is exercised on a single GPU)."""
     if "LOCAL_RANK" in os.environ:  # under torchrun
         _exit_with_parent()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available()
     if world == 1:
-        return Dist(device=torch.device("cuda") if cuda else torch.device("cpu"))
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
+        if group_of_one and not dist.is_initialized():  # an in-memory store: no address or port needed
+            dist.init_process_group("nccl" if cuda else "gloo", store=dist.HashStore(), rank=0, world_size=1)
+        return Dist(device=device)
     local = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if cuda:
@@ -103,10 +108,15 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
+def sharded(cfg: TrainConfig) -> bool:
+    """FSDP2 is on: asked for, with a process group (several ranks, or init's group of one)."""
+    return cfg.fsdp and dist.is_initialized()
+
+
 def wrap(model: torch.nn.Module, cfg: TrainConfig, d: Dist) -> torch.nn.Module:
     """The module the training step calls: DDP / FSDP2 across ranks. FSDP2 shards the
     parameters in place, so the optimizer must be built after this."""
-    if d.world > 1 and cfg.fsdp:
+    if sharded(cfg):
         from torch.distributed.fsdp import fully_shard
 
         for block in model.model.layers:
@@ -131,10 +141,10 @@ def no_sync(module: torch.nn.Module, cfg: TrainConfig, d: Dist, last_micro: bool
     """Skip the gradient all-reduce on all but the last micro-step (DDP); FSDP2 reduces
     on every backward unless told otherwise."""
     if d.world == 1 or last_micro:
-        if cfg.fsdp and d.world > 1:
+        if sharded(cfg):
             module.set_requires_gradient_sync(True)
         return contextlib.nullcontext()
-    if cfg.fsdp:
+    if sharded(cfg):
         module.set_requires_gradient_sync(False)
         return contextlib.nullcontext()
     return module.no_sync()
@@ -143,7 +153,7 @@ def no_sync(module: torch.nn.Module, cfg: TrainConfig, d: Dist, last_micro: bool
 def full_state(model: torch.nn.Module, opt: Optimizers, cfg: TrainConfig, d: Dist) -> tuple[dict, dict]:
     """(weights, optimizer state), unsharded, on CPU. Under FSDP every rank must call
     this (it gathers); only rank 0's result is complete."""
-    if not (cfg.fsdp and d.world > 1):
+    if not sharded(cfg):
         return {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, opt.state_dict()
     from torch.distributed.checkpoint.state_dict import (
         StateDictOptions,
@@ -158,7 +168,7 @@ def full_state(model: torch.nn.Module, opt: Optimizers, cfg: TrainConfig, d: Dis
 
 
 def load_optimizer(model: torch.nn.Module, opt: Optimizers, state: dict, cfg: TrainConfig, d: Dist) -> None:
-    if not (cfg.fsdp and d.world > 1):
+    if not sharded(cfg):
         opt.load_state_dict(state)
         return
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from model import precision
 from model.load import Loaded
 from model.post_config import StageConfig
 from pipelines.tasks import post_data
@@ -62,7 +63,8 @@ class Stage:
 
 
 def autocast(dtype: str, device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
+    """bf16 autocast, or none, as `dtype` resolves on `device` ("auto": model.precision)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision.resolve(dtype, device) == "bf16")
 
 
 def frozen_copy(module: torch.nn.Module) -> torch.nn.Module:

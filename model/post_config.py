@@ -27,7 +27,7 @@ class StageConfig:
     weight_decay: NonNegFloat = 0.0
     betas: tuple[Fraction, Fraction] = (0.9, 0.95)  # AdamW's; a slower second moment (0.99+) steadies noisy RL gradients
     grad_clip: NonNegFloat = 1.0
-    dtype: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast
+    dtype: Literal["fp32", "bf16", "auto"] = "fp32"  # bf16: autocast; auto: bf16 where native (model.precision)
     seed: int = 0
     eval_every: PosInt = 50
     checkpoint_every: PosInt = 100
@@ -147,9 +147,9 @@ def tiny() -> PostTrainConfig:
         # No corpus pairs at this size: measured on the sample (docs/post-training.md), 1.4M
         # parameters hold the math task or the domain answers, not both (math in held-out
         # wordings 0.58 without pairs, 0.46 with 100, 0.05 with 1,000). More capacity: raise it.
-        sft=SFTConfig(steps=300, batch_size=16, lr=1e-3, min_lr=1e-4, warmup=20, dtype="bf16", eval_every=100,
+        sft=SFTConfig(steps=300, batch_size=16, lr=1e-3, min_lr=1e-4, warmup=20, dtype="auto", eval_every=100,
                       examples=2000, domain_qa=0),
-        reward=RewardConfig(steps=120, batch_size=16, lr=5e-4, min_lr=5e-5, warmup=10, dtype="bf16",
+        reward=RewardConfig(steps=120, batch_size=16, lr=5e-4, min_lr=5e-5, warmup=10, dtype="auto",
                             eval_every=40, examples=1200),
         dpo=DPOConfig(steps=60, batch_size=8, lr=5e-5, min_lr=5e-6, warmup=5, eval_every=30, examples=1200,
                       beta=0.02, rpo_alpha=1.0),

@@ -123,9 +123,9 @@ def run_reported(out: Path, dist_info, total_steps: int, body: Callable[[Reporte
         report.close(e)
         raise
     report.close()
-    if dist_info.world > 1:
-        import torch.distributed as dist
+    import torch.distributed as dist
 
+    if dist.is_initialized():  # several ranks, or FSDP's group of one (model.parallel.init)
         dist.destroy_process_group()
     return metrics
 

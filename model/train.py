@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from model import checkpoint as ckpt
-from model import flops, mixture, optim, parallel, preflight
+from model import flops, mixture, optim, parallel, precision, preflight
 from model.checkpoint_mirror import CheckpointSync
 from model.config import ModelConfig, TrainConfig
 from model.data import (
@@ -53,11 +53,9 @@ class TrainingStopped(RuntimeError):
 
 
 def _autocast(cfg: TrainConfig, device: torch.device):
-    if cfg.dtype == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    if cfg.dtype != "fp32":
-        raise ValueError(f"dtype must be fp32 or bf16, got {cfg.dtype!r}")
-    return torch.autocast(device.type, enabled=False)
+    """bf16 autocast, or none, as `cfg.dtype` resolves on `device` (model.precision)."""
+    bf16 = precision.resolve(cfg.dtype, device) == "bf16"
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
 def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist) -> dict:
@@ -127,7 +125,7 @@ def lr_for(cfg: TrainConfig, step: int) -> float:
 
 
 def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
-    d = parallel.init(cfg.dist_timeout_s)
+    d = parallel.init(cfg.dist_timeout_s, group_of_one=cfg.fsdp)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
@@ -136,17 +134,20 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
 
 def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, report: Reporter) -> dict:
     accum = cfg.micro_steps(d.world)
+    dtype = precision.resolve(cfg.dtype, d.device)  # the run's identity keeps cfg.dtype ("auto")
+    if warning := precision.emulated_warning(cfg.dtype, d.device):
+        report(event="warning", message=warning)
     corpus = _Corpus.read(cfg.shards)
     sources = loader_sources(cfg)
     # before the model exists (and the loader): a run that cannot fit must not allocate it first
     budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=accum,
-                            world_size=d.world, dtype=cfg.dtype, device=str(d.device), train_tokens=corpus.train_tokens,
+                            world_size=d.world, dtype=dtype, device=str(d.device), train_tokens=corpus.train_tokens,
                             activation_checkpointing=cfg.activation_checkpointing, fsdp=cfg.fsdp,
                             steps=cfg.steps - cfg.start_step, sources=source_tokens(sources or []))
     report(event="plan", summary=budget.summary(), **budget.to_dict())
     if cfg.preflight:
         preflight.check(budget)
-    peak, peak_source = flops.peak_flops(d.device, cfg.dtype)
+    peak, peak_source = flops.peak_flops(d.device, dtype)
     flops_per_step = flops.flops_per_token(mcfg, cfg.seq_len) * cfg.batch_size * cfg.seq_len * accum * d.world
     peak_total = peak * (d.world if d.device.type == "cuda" else 1)  # CPU ranks share one machine
     torch.manual_seed(cfg.seed)
@@ -185,7 +186,8 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     start_step = step
     tokens_per_step = cfg.batch_size * cfg.seq_len * accum * d.world
     report(event="start", step=step, parameters=model.num_params(), tokens_per_step=tokens_per_step, grad_accum=accum,
-           world_size=d.world, device=str(d.device), peak_flops=peak, peak_source=peak_source,
+           world_size=d.world, device=str(d.device), dtype=dtype, fsdp=parallel.sharded(cfg), peak_flops=peak,
+           peak_source=peak_source,
            config=dataclasses.asdict(cfg), model=dataclasses.asdict(mcfg))
     t0 = time.perf_counter()
     probe = (start_step + 1, start_step + 1 + cfg.warmup_probe_steps)  # the first step pays for compilation
@@ -263,6 +265,9 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
                patience=cfg.early_stop_patience, evals_since_best=stopper.evals_since_best)
     if d.main and final is not None:
         stopper.write(out, final.step)
+    if d.device.type == "cuda":  # what the plan estimated, against what the allocator held at most
+        last_metrics |= {"peak_memory_bytes": torch.cuda.max_memory_allocated(d.device),
+                         "planned_memory_bytes": budget.total_bytes}
     # the path of the checkpoint just written, not ckpt.latest(): that would hash every file again
     report(event="done", **last_metrics)
     report.materialize(_final_metadata(last_metrics, model.num_params(), d, final, stopper, out, cfg.steps))
@@ -289,7 +294,8 @@ def _tokens_per_source(loader: TokenWindows | MixtureWindows) -> dict[str, int]:
 def _final_metadata(m: dict, params: int, d: parallel.Dist, final, stopper: EarlyStop, out: Path,
                     steps: int) -> dict:
     """`checkpoint`: the best one (what the stages consume), `last_checkpoint`: the last."""
-    md = {k: m[k] for k in ("loss", "val_loss", "val_ppl", "val_bpb", "tokens_seen", "tokens_per_s", "mfu", "step")
+    md = {k: m[k] for k in ("loss", "val_loss", "val_ppl", "val_bpb", "tokens_seen", "tokens_per_s", "mfu", "step",
+                            "peak_memory_bytes", "planned_memory_bytes")
           if isinstance(m.get(k), (int, float))}
     md |= {"parameters": params, "world_size": d.world, "device": str(d.device)}
     return md | (stopper.metadata(out, final.path, steps) if final is not None else {})

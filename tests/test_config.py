@@ -43,7 +43,7 @@ def test_a_key_given_a_value_and_fields_is_an_error_in_any_order(overrides):
     ({"train.steps": 0}, "config key 'train.steps': Input should be greater than or equal to 1"),
     ({"train.steps": 2.5}, "config key 'train.steps'"),
     ({"langid.threshold": 1.5}, "config key 'langid.threshold': Input should be less than or equal to 1"),
-    ({"train.dtype": "fp16"}, "config key 'train.dtype': Input should be 'fp32' or 'bf16'"),
+    ({"train.dtype": "fp16"}, "config key 'train.dtype': Input should be 'fp32', 'bf16' or 'auto'"),
     ({"post.dpo.loss": "ipo"}, "config key 'post.dpo.loss': Input should be 'dpo', 'orpo' or 'kto'"),
     ({"post.grpo.group": 1}, "config key 'post.grpo.group': Input should be greater than or equal to 2"),
     ({"post.grpo.temperature": 0}, "config key 'post.grpo.temperature': Input should be greater than 0"),
