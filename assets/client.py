@@ -7,6 +7,7 @@ bound the concurrency. Nothing here executes an asset."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -65,6 +66,13 @@ def register_shards(instance: dg.DagsterInstance, corpus: CorpusStorage) -> tupl
     return found, gone
 
 
+def backfill_title(text: str) -> str:
+    """`text` as Dagster accepts a backfill title: at most 100 characters, none of `%*"`
+    (a selection such as `key:*_model` has them); the full text goes in the description."""
+    text = re.sub(r'[%*"]', "_", text)
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
 def submit(instance: dg.DagsterInstance, defs: dg.Definitions, keys: list[dg.AssetKey], partitions: list[str],
            tags: dict[str, str], run_config: dict | None, title: str) -> str:
     """One asset backfill of `keys`: every partition in `partitions` of the per-shard
@@ -78,9 +86,10 @@ def submit(instance: dg.DagsterInstance, defs: dg.Definitions, keys: list[dg.Ass
             targets |= {AssetKeyPartitionKey(key, p) for p in partitions}
     subset = AssetGraphSubset.from_asset_partition_set(targets, graph)
     backfill_id = make_new_backfill_id()
+    short = backfill_title(title)
     instance.add_backfill(PartitionBackfill.from_asset_graph_subset(
         backfill_id=backfill_id, backfill_timestamp=time.time(), tags=tags, dynamic_partitions_store=instance,
-        asset_graph_subset=subset, title=title, description=None, run_config=run_config))
+        asset_graph_subset=subset, title=short, description=None if short == title else title, run_config=run_config))
     return backfill_id
 
 

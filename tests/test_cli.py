@@ -23,7 +23,9 @@ def test_run_select_and_outputs(tmp_path):
     corpus = tmp_path / "corpus"
     write_two_shards(corpus)
     home = tmp_path / "home"
-    p = yunque("--home", str(home), "run", "--corpus", str(corpus), "--select", "key:raw_documents")
+    # a selection longer than a Dagster backfill title may be (100 characters) still runs
+    select = " or ".join(["key:raw_documents"] * 6)
+    p = yunque("--home", str(home), "run", "--corpus", str(corpus), "--select", select)
     assert p.returncode == 0, p.stderr
     assert "[foro] raw_documents 8->6" in p.stdout and "[manuales] raw_documents 10->10" in p.stdout
     assert (home / "dagster" / "dagster.yaml").exists()
@@ -94,3 +96,14 @@ def test_config_show_and_schema(tmp_path):
     p = yunque("config", "schema")
     assert p.returncode == 0
     assert "TrainConfig" in json.loads(p.stdout)["$defs"]
+
+
+def test_backfill_titles_are_what_dagster_accepts():
+    from dagster._core.definitions.utils import is_valid_title_and_reason
+
+    from assets.client import backfill_title
+
+    for text in ("yunque run: everything", "yunque run: key:*_model", "yunque run: " + " or ".join(["key:sft_model"] * 9)):
+        title = backfill_title(text)
+        assert is_valid_title_and_reason(title) == (True, None), title
+        assert title[:20] == text[:20].replace("*", "_")
