@@ -13,7 +13,8 @@ from resources import MlflowTracking, TorchrunLauncher
 from stages import loss_curve
 from stages.env import TELEMETRY_OFF
 from stages.lineage import lineage_tags, planned_record
-from stages.pretrain import RunSpec, read_metrics
+from stages.loss_curve import read_metrics
+from stages.pretrain import RunSpec
 from stages.store import DataStore
 
 # Training assets share one pool: with `pools: default_limit: 1` in dagster.yaml a

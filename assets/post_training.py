@@ -14,13 +14,13 @@ from model.checkpoint_files import all_checkpoints
 from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
 from stages import post_report
 from stages.lineage import LineageError, finished_checkpoint, record_materialized
+from stages.loss_curve import read_metrics
 from stages.post_train import (
     CHAIN,
     POST_CODE_VERSION,
     PostTrainError,
     prepare_post,
 )
-from stages.pretrain import read_metrics
 
 DESCRIPTIONS = {
     "sft_model": "Supervised fine-tuning of base_model on chat conversations (built-in: math problems with worked "

@@ -19,9 +19,7 @@ from stages.pretrain import (
     RunEnd,
     RunSpec,
     prepare,
-    read_metrics,
     run_end,
-    unigram_entropy,
 )
 from stages.store import DataStore
 
@@ -51,7 +49,7 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
         spec = prepare(store, chosen.ready, cfg, BASE_MODEL)
     except PretrainError as e:
         raise dg.Failure(str(e), allow_retries=False) from e  # a refusal is the same on every attempt
-    entropy = unigram_entropy(spec.config["train"]["shards"])
+    entropy = loss_curve.unigram_entropy(spec.config["train"]["shards"])
     # the run's own last step (or its early stop), intact: an older fallback checkpoint would be refused downstream
     try:
         end = run_end(spec)
@@ -107,7 +105,7 @@ def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: 
     latest = end.recorded  # the best checkpoint: its metrics are the model's the stages consume
     state = latest.state()
     m = state.get("metrics", {})
-    records = read_metrics(spec.dir)
+    records = loss_curve.read_metrics(spec.dir)
     plan = next((r for r in reversed(records) if r.get("event") == "plan"), {})
     estimate = next((r for r in reversed(records) if r.get("event") == "estimate"), {})
     checksums = json.loads((latest.path / "checksums.json").read_text())

@@ -23,105 +23,24 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from model import checkpoint as ckpt
-from model import flops, mixture, optim, parallel, precision, preflight
+from model import flops, optim, parallel, precision, preflight
 from model.checkpoint_mirror import CheckpointSync
 from model.config import ModelConfig, TrainConfig
-from model.data import (
-    MixtureWindows,
-    Source,
-    TokenWindows,
-    source_tokens,
-    validation_batches,
-    validation_bytes_per_token,
-)
+from model.data import MixtureWindows, TokenWindows, source_tokens
 from model.early_stop import EarlyStop
 from model.gpt import GPT
-from model.schedule import lr_at
 from model.sinks import Reporter, run_reported
-from pipelines.tokens.token_format import TokenShard
+from model.train_data import Corpus, autocast, evaluate, loader_sources, lr_for, make_loader
 
 
 class TrainingStopped(RuntimeError):
     pass
-
-
-def _autocast(cfg: TrainConfig, device: torch.device):
-    """bf16 autocast, or none, as `cfg.dtype` resolves on `device` (model.precision)."""
-    bf16 = precision.resolve(cfg.dtype, device) == "bf16"
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
-
-
-def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist) -> dict:
-    bytes_per_token = validation_bytes_per_token(cfg.shards, cfg.seq_len, cfg.batch_size, world_size=d.world,
-                                                 max_batches=cfg.eval_batches * d.world)
-    model.eval()
-    total = torch.zeros(2, dtype=torch.float64, device=d.device)
-    with torch.no_grad():
-        for x, y in validation_batches(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world,
-                                       max_batches=cfg.eval_batches * d.world):
-            with _autocast(cfg, d.device):
-                _, loss = model(x.to(d.device), y.to(d.device))
-            total += torch.tensor([loss.item() * y.numel(), y.numel()], dtype=torch.float64, device=d.device)
-    if d.world > 1:
-        dist.all_reduce(total)
-    model.train()
-    if total[1] == 0:
-        return {}
-    loss = (total[0] / total[1]).item()
-    return {"val_loss": loss, "val_ppl": math.exp(min(loss, 50)),
-            "val_bpb": loss / math.log(2) / bytes_per_token if bytes_per_token else None}
-
-
-@dataclass
-class _Corpus:
-    train_tokens: int
-    val_tokens: int
-
-    @classmethod
-    def read(cls, shards: list[str]) -> _Corpus:
-        splits = [TokenShard.open(s).header["splits"] for s in shards]
-        return cls(sum(s["train"]["tokens"] for s in splits), sum(s["val"]["tokens"] for s in splits))
-
-
-def loader_sources(cfg: TrainConfig) -> list[Source] | None:
-    """None (every shard alike) for a fresh run; for a continued one, the shards the previous
-    run did not see (weight 1 - replay_fraction) and a replay of those it did; with
-    `train.mixture`, its sources (within each of those parts: model.mixture)."""
-    if not cfg.init_from and not cfg.mixture:
-        return None
-    old = set(cfg.replay_shards)
-    if cfg.mixture:
-        groups = cfg.mixture_shards or mixture.assign(cfg.mixture, cfg.shards)
-        parts = mixture.sources(cfg.mixture, groups, old if cfg.init_from else None, cfg.replay_fraction)
-        return [Source(n, paths, w) for n, paths, w in parts]
-    groups = [Source("new", [s for s in cfg.shards if s not in old], 1 - cfg.replay_fraction),
-              Source("replay", [s for s in cfg.shards if s in old], cfg.replay_fraction)]
-    return [g for g in groups if g.paths]
-
-
-def make_loader(cfg: TrainConfig, d: parallel.Dist) -> TokenWindows | MixtureWindows:
-    sources = loader_sources(cfg)
-    if sources is None:
-        return TokenWindows(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world, seed=cfg.seed)
-    # the start step in the seed: a continuation of a continuation must not replay the same order
-    return MixtureWindows(sources, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world,
-                          seed=[cfg.seed, cfg.start_step])
-
-
-def lr_for(cfg: TrainConfig, step: int) -> float:
-    """Warmup and decay over this run's own steps, start_step..steps. A continued run
-    re-warms (its moments are fresh and the data has shifted) over a short warmup, at most
-    a tenth of its steps, then decays to min_lr again at its last step."""
-    span = cfg.steps - cfg.start_step
-    warmup = min(cfg.warmup, span // 10) if cfg.init_from else cfg.warmup
-    return lr_at(step - cfg.start_step, lr=cfg.lr, min_lr=cfg.min_lr, warmup=warmup, total=span, kind=cfg.schedule)
 
 
 def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
@@ -137,7 +56,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     dtype = precision.resolve(cfg.dtype, d.device)  # the run's identity keeps cfg.dtype ("auto")
     if warning := precision.emulated_warning(cfg.dtype, d.device):
         report(event="warning", message=warning)
-    corpus = _Corpus.read(cfg.shards)
+    corpus = Corpus.read(cfg.shards)
     sources = loader_sources(cfg)
     # before the model exists (and the loader): a run that cannot fit must not allocate it first
     budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=accum,
@@ -198,7 +117,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
         loss_sum = torch.zeros((), device=d.device)
         for micro in range(accum):
             x, y = loader.next_batch()
-            with parallel.no_sync(wrapped, cfg, d, micro == accum - 1), _autocast(cfg, d.device):
+            with parallel.no_sync(wrapped, cfg, d, micro == accum - 1), autocast(cfg, d.device):
                 _, loss = step_fn(x.to(d.device), y.to(d.device))
                 (loss / accum).backward()
             loss_sum += loss.detach() / accum

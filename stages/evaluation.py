@@ -23,7 +23,7 @@ from stages import eval_report
 from stages.config import YunqueConfig
 from stages.domain_qa import heldout_pairs, pairs_key
 from stages.lineage import LineageError, outdated, read_record, unfinished_note
-from stages.pretrain import read_metrics
+from stages.loss_curve import read_metrics
 from stages.selection import consumed_record
 from stages.store import DataStore, cache_key, write_json
 

@@ -1,8 +1,10 @@
-"""The loss curve of a training run, from its metrics.jsonl: a PNG (MLflow artifact) and
-the evaluation points as rows (Dagster metadata table)."""
+"""The loss curve of a training run, from its metrics.jsonl: the records as read back, a
+PNG (MLflow artifact), the evaluation points as rows (Dagster metadata table), and the
+unigram entropy of the training tokens that the validation loss must beat."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 
@@ -46,3 +48,36 @@ def plot(records: list[dict], path: Path, title: str) -> Path | None:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def read_metrics(root: Path) -> list[dict]:
+    path = root / "metrics.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by a kill
+            continue
+    return out
+
+
+def unigram_entropy(shard_dirs: list[str], cap: int = 20_000_000) -> float:
+    """Entropy in nats per token of the training tokens' unigram distribution (the first
+    `cap` tokens of each shard): the loss of a model that ignores context, which a
+    trained model must beat by a wide margin."""
+    import numpy as np
+
+    from pipelines.tokens.token_format import TokenShard
+
+    counts = None
+    for d in shard_dirs:
+        shard = TokenShard.open(d)
+        tokens = shard.split("train").tokens[:cap]
+        c = np.bincount(tokens, minlength=shard.header["vocab_size"])
+        counts = c if counts is None else counts + c
+    if counts is None or counts.sum() == 0:
+        return float("nan")
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())

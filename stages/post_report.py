@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stages.loss_curve import steps_of_last_attempt
-from stages.pretrain import read_metrics
+from stages.loss_curve import read_metrics, steps_of_last_attempt
 
 MASK_CHECK = "loss_mask_assistant_only"
 ABOVE_CHANCE = "heldout_pair_accuracy_above_chance"

@@ -9,7 +9,7 @@ import torch
 from model import post_common, precision
 from model.config import TrainConfig, train_tiny
 from model.post_config import tiny as post_tiny
-from model.train import _autocast
+from model.train_data import autocast as _autocast
 
 CPU = torch.device("cpu")
 
