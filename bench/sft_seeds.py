@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = os.environ.get("ROOT", "/tmp/work/fresh2/.yunque")
+ROOT = os.environ.get("ROOT", "")
 HERE = Path(os.environ.get("HOME_COPY", ".gpu/home")).resolve()
 OUT = Path(os.environ.get("WORK", "/tmp/d"))
 RES = Path(os.environ.get("OUT", "/tmp/o"))
@@ -38,6 +38,8 @@ def run(args: list[str], log: Path) -> int:
 
 
 def load(name: str) -> dict:
+    if not ROOT:
+        raise SystemExit("set ROOT to the home path that the configs in HOME_COPY name")
     return json.loads((HERE / name).read_text().replace(ROOT, str(HERE)))
 
 

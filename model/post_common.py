@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import torch
 
-from model import precision
 from model.load import Loaded
 from model.post_config import StageConfig
 from pipelines.tasks import post_data
@@ -60,11 +59,6 @@ class Stage:
 
     def load_state_dict(self, state: dict) -> None:
         pass
-
-
-def autocast(dtype: str, device: torch.device):
-    """bf16 autocast, or none, as `dtype` resolves on `device` ("auto": model.precision)."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision.resolve(dtype, device) == "bf16")
 
 
 def frozen_copy(module: torch.nn.Module) -> torch.nn.Module:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 
 from model.post_batches import Epochs, collate, encode_reply
-from model.post_common import Stage, Update, autocast, frozen_copy, preferences
+from model.post_common import Stage, Update, frozen_copy, preferences
 from model.post_losses import dpo_loss, kto_loss, masked_mean, orpo_loss, sft_loss, token_logprobs
+from model.precision import autocast
 from pipelines.tasks.post_data import split_heldout
 
 

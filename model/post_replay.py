@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from model.data import TokenWindows
-from model.post_common import autocast
+from model.precision import autocast
 
 # each stage reads its own order of the windows (all seeded by the stage's seed)
 _STREAM = {"sft": 1, "reward": 2, "dpo": 3, "ppo": 4, "grpo": 5}

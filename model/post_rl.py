@@ -14,7 +14,7 @@ from model.evaluate import math_accuracy
 from model.generate import Sampling, stream
 from model.load import load
 from model.post_batches import Encoded, Epochs, collate
-from model.post_common import Stage, Update, autocast, frozen_copy
+from model.post_common import Stage, Update, frozen_copy
 from model.post_config import GRPOConfig, PPOConfig, RLConfig
 from model.post_heads import PolicyValue, RewardModel
 from model.post_losses import (
@@ -28,6 +28,7 @@ from model.post_losses import (
     whiten,
 )
 from model.post_sft import padded
+from model.precision import autocast
 from pipelines.tasks import math_tasks
 from pipelines.tasks.math_answers import extract_answer, has_reasoning_format, is_correct
 from pipelines.tasks.post_data import math_problems

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 
 from model.post_batches import Encoded, Epochs, collate, encode_conversation, encode_reply, fit
-from model.post_common import Stage, Update, autocast, conversations, preferences, sft_mixture
+from model.post_common import Stage, Update, conversations, preferences, sft_mixture
 from model.post_heads import RewardModel
 from model.post_losses import bradley_terry_loss, sft_loss
+from model.precision import autocast
 from pipelines.tasks.post_data import split_heldout
 
 

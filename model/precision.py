@@ -11,11 +11,14 @@ since Ampere) bf16 is the faster one.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 DTYPES = ("fp32", "bf16", "auto")
 
 
+@functools.cache  # asked on every micro-step; the hardware does not change
 def native_bf16(device: torch.device) -> bool:
     """Whether `device` multiplies bf16 matrices in hardware."""
     if device.type == "cuda":
@@ -40,3 +43,9 @@ def emulated_warning(dtype: str, device: torch.device) -> str | None:
         return (f"dtype bf16 on {device}, which has no bf16 matrix units: PyTorch emulates it, often tens of "
                 "times slower than fp32; set dtype to auto (bf16 only where it is native) or fp32")
     return None
+
+
+def autocast(dtype: str, device: torch.device):
+    """bf16 autocast, or none, as `dtype` resolves on `device`: what every training and
+    post-training step computes under."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolve(dtype, device) == "bf16")

@@ -35,8 +35,9 @@ from model.config import ModelConfig, TrainConfig
 from model.data import MixtureWindows, TokenWindows, source_tokens
 from model.early_stop import EarlyStop
 from model.gpt import GPT
+from model.precision import autocast
 from model.sinks import Reporter, run_reported
-from model.train_data import Corpus, autocast, evaluate, loader_sources, lr_for, make_loader
+from model.train_data import Corpus, evaluate, loader_sources, lr_for, make_loader
 
 
 class TrainingStopped(RuntimeError):
@@ -117,7 +118,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
         loss_sum = torch.zeros((), device=d.device)
         for micro in range(accum):
             x, y = loader.next_batch()
-            with parallel.no_sync(wrapped, cfg, d, micro == accum - 1), autocast(cfg, d.device):
+            with parallel.no_sync(wrapped, cfg, d, micro == accum - 1), autocast(cfg.dtype, d.device):
                 _, loss = step_fn(x.to(d.device), y.to(d.device))
                 (loss / accum).backward()
             loss_sum += loss.detach() / accum

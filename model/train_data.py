@@ -1,5 +1,4 @@
-"""The pretraining program's data side and step arithmetic: the autocast it computes in,
-validation over every rank, the corpus' token counts, the loader (all shards alike, or a
+"""The pretraining program's data side and step arithmetic: validation over every rank, the corpus' token counts, the loader (all shards alike, or a
 continued run's new and replayed shards, or a mixture's sources) and the learning rate
 at a step. Split from model/train.py, which runs the loop."""
 
@@ -11,7 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from model import mixture, parallel, precision
+from model import mixture, parallel
 from model.config import TrainConfig
 from model.data import (
     MixtureWindows,
@@ -20,14 +19,9 @@ from model.data import (
     validation_batches,
     validation_bytes_per_token,
 )
+from model.precision import autocast
 from model.schedule import lr_at
 from pipelines.tokens.token_format import TokenShard
-
-
-def autocast(cfg: TrainConfig, device: torch.device):
-    """bf16 autocast, or none, as `cfg.dtype` resolves on `device` (model.precision)."""
-    bf16 = precision.resolve(cfg.dtype, device) == "bf16"
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
 def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist) -> dict:
@@ -38,7 +32,7 @@ def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist) -> dict
     with torch.no_grad():
         for x, y in validation_batches(cfg.shards, cfg.seq_len, cfg.batch_size, rank=d.rank, world_size=d.world,
                                        max_batches=cfg.eval_batches * d.world):
-            with autocast(cfg, d.device):
+            with autocast(cfg.dtype, d.device):
                 _, loss = model(x.to(d.device), y.to(d.device))
             total += torch.tensor([loss.item() * y.numel(), y.numel()], dtype=torch.float64, device=d.device)
     if d.world > 1:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model import post_common, precision
-from model.config import TrainConfig, train_tiny
+from model import precision
+from model.config import train_tiny
 from model.post_config import tiny as post_tiny
-from model.train_data import autocast as _autocast
 
 CPU = torch.device("cpu")
 
@@ -21,11 +20,9 @@ def test_auto_follows_the_hardware_and_explicit_choices_are_kept(monkeypatch, na
     assert precision.resolve("bf16", CPU) == "bf16" and precision.resolve("fp32", CPU) == "fp32"
     assert (precision.emulated_warning("bf16", CPU) is None) == native
     assert precision.emulated_warning("auto", CPU) is None
-    with _autocast(TrainConfig(dtype="auto"), CPU):
+    with precision.autocast("auto", CPU):
         assert torch.is_autocast_enabled("cpu") == native
-    with post_common.autocast("auto", CPU):
-        assert torch.is_autocast_enabled("cpu") == native
-    with _autocast(TrainConfig(dtype="fp32"), CPU):
+    with precision.autocast("fp32", CPU):
         assert not torch.is_autocast_enabled("cpu")
 
 
