@@ -34,6 +34,7 @@ import torch
 from model import flops
 from model.config import preset
 from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter, token_dtype
+from stages.launch_spec import rewrite_paths
 
 VARIANTS = {
     "eager": {},
@@ -93,8 +94,7 @@ def variant_row(name: str, res: dict, tokens_per_step: int, flops_per_token: flo
 
 def home_run(args: argparse.Namespace, out: Path) -> dict:
     """The home's base-model config, paths moved to where the home's data is here."""
-    text = Path(args.home_config).read_text().replace(args.home_root.rstrip("/"), args.home_data.rstrip("/"))
-    config = json.loads(text)
+    config = rewrite_paths(json.loads(Path(args.home_config).read_text()), args.home_root, args.home_data)
     tc = config["train"]
     tc.update(dtype="auto", threads=0, checkpoint_mirror="", **({"steps": args.home_steps} if args.home_steps else {}))
     tc["warmup"] = min(tc["warmup"], tc["steps"] // 10)
