@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stages import seed_spread
 from stages.loss_curve import steps_of_last_attempt
 
 # The checkpoint assets in chain order; the report has a row for each one that exists.
@@ -122,7 +123,7 @@ def markdown(report: dict) -> str:
                   "validation document with a usable section)"]
     lines += ["", ("math_accuracy: held-out operands in the training wordings; math_rephrased: held-out operands "
                   "in wordings no training problem uses (a model that learned a template, not the task, fails it)")]
-    lines += ["", "## Alarms", ""]
+    lines += ["", *seed_spread.markdown(report.get("across_seeds", [])), "## Alarms", ""]
     for stage, alarms in report["alarms"].items():
         for name, a in alarms.items():
             lines.append(f"- {'**FIRED**' if a['fired'] else 'ok'} {stage} {name}: {a['detail']}")

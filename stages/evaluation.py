@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from model.checkpoint_files import Checkpoint
 from pipelines.tokens.tokenizer import file_hash
-from stages import eval_report
+from stages import eval_report, seed_spread
 from stages.config import YunqueConfig
 from stages.domain_qa import heldout_pairs, pairs_key
 from stages.lineage import LineageError, outdated, read_record, unfinished_note
@@ -91,6 +92,7 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
     (out / "rows").mkdir(parents=True, exist_ok=True)
     qa_pairs = heldout_pairs(store, DOMAIN_QA_PAIRS)  # from validation documents only
     rows, reused = {}, []
+    recipe = seed_spread.recipe_key(cfg.to_dict())
     for stage, (rec, ckpt) in found.items():
         key = _row_key(ckpt, cfg, pairs_key(qa_pairs))
         cached = out / "rows" / f"{stage}-{key}.json"
@@ -101,12 +103,16 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
             if progress:
                 progress(f"evaluating {stage} ({ckpt.path})")
             row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress, qa_pairs=qa_pairs) | {"eval_key": key}
+        stale = outdated(store, rec)  # not cached with the row: a parent retrained later outdates the same weights
+        if row.get("recipe") != recipe and not stale:  # the "across seeds" view groups by it (stages.seed_spread)
+            row |= {"stage": stage, "recipe": recipe, "evaluated_at": row.get("evaluated_at") or time.time()}
             write_json(cached, row)
-        # not cached with the row: a parent retrained later outdates the same weights
         rows[stage] = row | {"mlflow_run_id": rec.get("mlflow_run_id", ""), "weights_sha256": rec["weights_sha256"],
-                             "dagster_run_id": rec.get("dagster_run_id", ""), "outdated": outdated(store, rec)}
+                             "dagster_run_id": rec.get("dagster_run_id", ""), "outdated": stale}
     records = {stage: read_metrics(store.dir(stage)) for stage in found}
     report = eval_report.build(rows, records, cfg.eval.overfit_window, cfg.eval.repetition_threshold)
+    history = [r for r in map(_read_row, sorted((out / "rows").glob("*.json"))) if r]
+    report["across_seeds"] = seed_spread.spread(history, recipe, eval_report.STAGES)
     paths = eval_report.write(report, records, out)
     store.publish(EVAL_REPORT)
     return {"report": report, "paths": paths, "reused": reused, "skipped": skipped,

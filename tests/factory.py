@@ -105,7 +105,7 @@ def tokenizer_dir(root: Path, vocab: int = 400, seed: int = 0) -> Path:
     return directory
 
 
-def tiny_checkpoint(root: Path, seed: int = 0, **model_overrides) -> Path:
+def tiny_checkpoint(root: Path, seed: int = 0, train_config: dict | None = None, **model_overrides) -> Path:
     """A randomly initialised small model saved as a training checkpoint with its tokenizer.
     Weights are scaled up so that the logits are far from uniform (a real test of equality)."""
     import dataclasses
@@ -126,6 +126,7 @@ def tiny_checkpoint(root: Path, seed: int = 0, **model_overrides) -> Path:
     model = GPT(cfg)
     model.reset_parameters(std=0.08)
     saved = ckpt.save(root / "base_model", 10, model.state_dict(), {}, {
-        "model_config": dataclasses.asdict(cfg), "metrics": {"loss": 5.0}}, tied=cfg.tie_embeddings,
+        "model_config": dataclasses.asdict(cfg), "metrics": {"loss": 5.0},
+        **({"train_config": train_config} if train_config is not None else {})}, tied=cfg.tie_embeddings,
         tokenizer=tok)
     return saved.path
