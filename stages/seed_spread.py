@@ -66,8 +66,8 @@ def markdown(lines: list[dict]) -> list[str]:
     if not any(len(x["seeds"]) > 1 for x in lines):
         return []
     out = ["## Across seeds (this recipe)", "",
-           "Mean (min-max) over the seeds evaluated with this configuration, seeds aside; "
-           "ppl_ratio divides each seed's perplexity by its own base model's.", "",
+           ("Mean (min-max) over the seeds evaluated with this configuration, seeds aside; "
+            "ppl_ratio divides each seed's perplexity by its own base model's."), "",
            "| stage | seeds | " + " | ".join(METRICS) + " |", "|" + "---|" * (len(METRICS) + 2)]
     for x in lines:
         cells = ["-" if x[m] is None else f"{x[m]['mean']:.4g} ({x[m]['min']:.4g}-{x[m]['max']:.4g})" for m in METRICS]

@@ -53,7 +53,7 @@ def test_summary_scores_the_targets_per_level(monkeypatch):
             row("mixed", 0, "base_model", 60.0, 0.0, 0.0), {"level": "mixed", "seed": 0, "stage": "sft_model", "failed": True}]
     text = seed_chains.summary(rows)
     add2, mixed = text.split("### level mixed")
-    lines = [x for x in add2.splitlines() if x.startswith("| 0 |") or x.startswith("| 1 |")]
+    lines = [x for x in add2.splitlines() if x.startswith(("| 0 |", "| 1 |"))]
     assert lines[0].endswith("| yes | yes |") and lines[1].endswith("| no | no |")
     assert "1/2 | 1/2 |" in add2
     assert "| 0 | 60 |" in mixed and mixed.rstrip().endswith("0/1 | 0/1 |")
