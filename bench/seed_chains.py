@@ -46,7 +46,6 @@ PROBLEMS = 2 if SMOKE else int(os.environ.get("PROBLEMS", "200"))
 # stage -> asset, and stage -> the stage it starts from, as the graph wires them
 ASSET = {"base": "base_model", **{stage: asset for asset, (stage, _) in GRAPH.items()}}
 CHAIN = {stage: parent.removesuffix("_model") for stage, parent in GRAPH.values()}
-_evals: list[Future] = []
 _lock = threading.Lock()
 
 
