@@ -18,11 +18,10 @@ sft_model/mixture; every path under ROOT in the configs is moved under DIR. A le
 than the configs' sets `math_level` in every post-training stage and scores `es_<level>`.
 GRPO_ALT (train overrides) also trains a second GRPO from the same PPO model beside the
 configured one, reported as `grpo_model_alt`. SMOKE=1 runs a few steps of each on CPU. Prints one JSON line per checkpoint and the
-table of `bench_seeds`; writes $OUT/rows.jsonl (as they come), $OUT/chains.json, $OUT/chains.md and $OUT/curves.tar.gz
-(every stage's metrics.jsonl)."""
+table of `bench_seeds`; writes $OUT/rows.jsonl (as they come), $OUT/chains.json, $OUT/chains.md, $OUT/curves.tar.gz
+(every stage's metrics.jsonl) and $OUT/grpo_curves.jsonl (what the docs cite of GRPO's)."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -120,9 +119,13 @@ def chain(seed: int, level: str, until: str, pool: ThreadPoolExecutor) -> list[F
         tag = f"base-{seed}" if stage == "base" else f"{level}-{seed}-{stage}"
         out = WORK / tag
         t0 = time.time()
-        with _base_lock(seed) if stage == "base" else contextlib.nullcontext():
-            reuse = last_checkpoint(out) if stage == "base" else ""  # the other level's, same seed
-            done[stage] = reuse or train(stage, seed, level, out, done)
+        if stage == "base":  # trained once per seed; the other levels wait for it
+            with _base_lock(seed):
+                if seed not in _bases:
+                    _bases[seed] = train(stage, seed, level, out, done)
+                done[stage] = _bases[seed]
+        else:
+            done[stage] = train(stage, seed, level, out, done)
         seconds = round(time.time() - t0, 1)
         meta = {"level": level, "seed": seed, "stage": ASSET[stage], "seconds": seconds, "checkpoint": done[stage]}
         rows.append(pool.submit(lambda m=meta, c=done[stage], o=out: _report(m | evaluate(c, level, o))))
@@ -147,6 +150,7 @@ def _report(row: dict) -> dict:
 
 
 _base_locks: dict[int, threading.Lock] = {}
+_bases: dict[int, str] = {}  # seed -> its base checkpoint ("" when its training failed)
 
 
 def _base_lock(seed: int) -> threading.Lock:
@@ -172,26 +176,54 @@ def main() -> int:
     levels = os.environ.get("LEVELS", "add2").split()
     seeds = [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]
     until = os.environ.get("UNTIL", "grpo")
+    if WORK.exists() and any(WORK.iterdir()):  # a stage would resume from another run's checkpoints
+        raise SystemExit(f"WORK={WORK} is not empty: give a new folder")
     WORK.mkdir(parents=True, exist_ok=True)
     RES.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with ThreadPoolExecutor(len(levels) * len(seeds)) as chains, ThreadPoolExecutor(12) as evals:
         futures = [chains.submit(chain, s, lv, until, evals) for s in seeds for lv in levels]
-        rows = [r.result() for f in futures for r in f.result()]
+        rows = []
+        for f in futures:  # a chain that raised loses its own rows, not the others'
+            try:
+                rows += [r.result() for r in f.result()]
+            except Exception as e:  # noqa: BLE001 - reported, and the rest is still written
+                print(f"a chain failed: {e!r}", file=sys.stderr, flush=True)
     (RES / "chains.json").write_text(json.dumps(rows, indent=1))
     text = summary(rows)
     (RES / "chains.md").write_text(text)
     with tarfile.open(RES / "curves.tar.gz", "w:gz") as tar:
         for m in sorted(WORK.glob("*/metrics.jsonl")):
             tar.add(m, arcname=f"{m.parent.name}.jsonl")
+    with open(RES / "grpo_curves.jsonl", "w") as f:
+        f.writelines(json.dumps(p) + "\n" for p in grpo_curves(RES / "curves.tar.gz"))
     print(text + f"\ndone in {time.time() - t0:.0f} s", flush=True)
     return 0
 
 
+CURVE_KEYS = ("step", "accuracy", "groups_with_signal", "kl", "eval_dev_accuracy")
+
+
+def grpo_curves(tar_path: Path) -> list[dict]:
+    """GRPO's per-step records of every chain in a run's curves.tar.gz, the fields the docs
+    cite ("chain" is e.g. add2-0-grpo or add2-0-grpo_alt; the baseline is step 0)."""
+    out = []
+    with tarfile.open(tar_path) as tar:
+        for m in sorted(tar.getmembers(), key=lambda m: m.name):
+            if "-grpo" not in m.name:
+                continue
+            for line in tar.extractfile(m).read().splitlines():
+                e = json.loads(line)
+                if e.get("event") in ("baseline", "step"):
+                    out.append({"chain": m.name.removesuffix(".jsonl"), **{k: e[k] for k in CURVE_KEYS if k in e}})
+    return out
+
+
 def plot(runs: list[Path], png: Path) -> None:
-    """The figure behind docs/post-training.md's three-seed section, from runs' $OUT folders
-    (rows.jsonl, curves.tar.gz): GRPO's dev accuracy per evaluation (training wordings) for
-    each add2 chain, and each chain's held-out-wording accuracy stage by stage."""
+    """The figure behind docs/post-training.md's three-seed section, from each run's rows
+    (PREFIX.jsonl) and GRPO curves (PREFIX_grpo.jsonl): GRPO's dev accuracy per evaluation
+    (training wordings) for each add2 chain, and each chain's held-out-wording accuracy
+    stage by stage."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,15 +231,14 @@ def plot(runs: list[Path], png: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     stages = ["base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model", "grpo_model_alt"]
-    for n, run_dir in enumerate(runs, 1):
-        with tarfile.open(run_dir / "curves.tar.gz") as tar:
-            curves = {m.name.removesuffix(".jsonl"): [json.loads(x) for x in tar.extractfile(m).read().splitlines()]
-                      for m in tar.getmembers() if m.name.startswith("add2-") and "grpo" in m.name}
-        for tag, events in sorted(curves.items()):
-            pts = [(e["step"], e["eval_dev_accuracy"]) for e in events if "eval_dev_accuracy" in e]
-            left.plot(*zip(*pts), ls="--" if tag.endswith("alt") else "-", marker=".",
-                      label=f"run {n} seed {tag.split('-')[1]}{' (lr 2e-4, 150 steps)' if tag.endswith('alt') else ''}")
-        rows = [json.loads(x) for x in (run_dir / "rows.jsonl").read_text().splitlines()]
+    for n, prefix in enumerate(runs, 1):
+        points = [json.loads(x) for x in Path(f"{prefix}_grpo.jsonl").read_text().splitlines()]
+        for chain in sorted({p["chain"] for p in points if p["chain"].startswith("add2-")}):
+            pts = [(p["step"], p["eval_dev_accuracy"]) for p in points if p["chain"] == chain and "eval_dev_accuracy" in p]
+            alt = chain.endswith("alt")
+            left.plot(*zip(*pts), ls="--" if alt else "-", marker=".",
+                      label=f"run {n} seed {chain.split('-')[1]}{' (lr 2e-4, 150 steps)' if alt else ''}")
+        rows = [json.loads(x) for x in Path(f"{prefix}.jsonl").read_text().splitlines()]
         for seed in sorted({r["seed"] for r in rows}):
             got = {r["stage"]: r.get("math_rephrased") for r in rows if r["level"] == "add2" and r["seed"] == seed}
             xs = [i for i, s in enumerate(stages) if got.get(s) is not None]
@@ -224,7 +255,7 @@ def plot(runs: list[Path], png: Path) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["plot"]:  # python -m bench.seed_chains plot RUN_OUT... PNG
+    if sys.argv[1:2] == ["plot"]:  # python -m bench.seed_chains plot PREFIX... PNG
         plot([Path(p) for p in sys.argv[2:-1]], Path(sys.argv[-1]))
         raise SystemExit(0)
     raise SystemExit(main())

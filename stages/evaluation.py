@@ -92,27 +92,30 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
     (out / "rows").mkdir(parents=True, exist_ok=True)
     qa_pairs = heldout_pairs(store, DOMAIN_QA_PAIRS)  # from validation documents only
     rows, reused = {}, []
-    recipe = seed_spread.recipe_key(cfg.to_dict())
+    config = cfg.to_dict()
+    recipes = {stage: seed_spread.recipe_key(config, stage) for stage in eval_report.STAGES}
+    scored_with = seed_spread.eval_key(config)
     for stage, (rec, ckpt) in found.items():
         key = _row_key(ckpt, cfg, pairs_key(qa_pairs))
         cached = out / "rows" / f"{stage}-{key}.json"
         row = _read_row(cached)
-        if row is not None:
-            reused.append(stage)
-        else:
+        fresh = row is None
+        if fresh:
             if progress:
                 progress(f"evaluating {stage} ({ckpt.path})")
             row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress, qa_pairs=qa_pairs) | {"eval_key": key}
+        else:
+            reused.append(stage)
         stale = outdated(store, rec)  # not cached with the row: a parent retrained later outdates the same weights
-        if row.get("recipe") != recipe and not stale:  # the "across seeds" view groups by it (stages.seed_spread)
-            row |= {"stage": stage, "recipe": recipe, "evaluated_at": row.get("evaluated_at") or time.time()}
+        # tagged for the "across seeds" view on its first evaluation in an up-to-date chain
+        if seed_spread.tag(row, stage, recipes[stage], scored_with, bool(stale), time.time()) or fresh:
             write_json(cached, row)
         rows[stage] = row | {"mlflow_run_id": rec.get("mlflow_run_id", ""), "weights_sha256": rec["weights_sha256"],
                              "dagster_run_id": rec.get("dagster_run_id", ""), "outdated": stale}
     records = {stage: read_metrics(store.dir(stage)) for stage in found}
     report = eval_report.build(rows, records, cfg.eval.overfit_window, cfg.eval.repetition_threshold)
     history = [r for r in map(_read_row, sorted((out / "rows").glob("*.json"))) if r]
-    report["across_seeds"] = seed_spread.spread(history, recipe, eval_report.STAGES)
+    report["across_seeds"] = seed_spread.spread(history, recipes, scored_with)
     paths = eval_report.write(report, records, out)
     store.publish(EVAL_REPORT)
     return {"report": report, "paths": paths, "reused": reused, "skipped": skipped,

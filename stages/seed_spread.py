@@ -1,13 +1,16 @@
 """Runs of one recipe from several seeds, side by side (no torch, no Dagster): the
 evaluation report's "across seeds" view.
 
-A recipe is the whole configuration that shapes a checkpoint (data, tokenizer, model,
-pretraining, post-training) with every seed left out; the evaluation and export sections
-are not part of it. Each evaluated row is cached under data/eval_report/rows/ with the
-recipe it was evaluated under, so rerunning the chain with another `train.seed` (and
-`post.<stage>.seed`) in the same home adds a seed to the view, and the view shows, per
-stage, the mean and range over the seeds of that recipe. Per seed, perplexity is also
-divided by the base model of the same seed, as the forgetting target is stated.
+A stage's recipe is the configuration that shapes its checkpoint, seeds and runtime
+settings left out: the data, tokenizer, model and pretraining sections, and the
+post-training sections of the stages on its chain (`grpo_model`'s recipe covers SFT,
+reward, DPO, PPO and GRPO; `sft_model`'s only SFT). Each evaluated row is cached under
+data/eval_report/rows/ and tagged, when first evaluated in an up-to-date chain, with its
+stage's recipe and a hash of the evaluation settings, so rerunning the chain with another
+`train.seed` (and `post.<stage>.seed`) in the same home adds a seed to the view. The view
+shows, per stage, the mean and range over the seeds of the current recipe scored with the
+current evaluation settings; per seed, perplexity is also divided by the base model of
+the same seed, as the forgetting target is stated.
 """
 
 from __future__ import annotations
@@ -17,39 +20,72 @@ import json
 import statistics
 from typing import Any
 
-SHAPING = ("reader", "clean", "filters", "langid", "dedup", "tokenizer", "model", "train", "post")
+from model.config import RUNTIME_FIELDS
+from model.post_config import POST_RUNTIME_FIELDS
+from stages.post_train import CHAIN
+
+DATA = ("reader", "clean", "filters", "langid", "dedup", "tokenizer", "model")
 METRICS = ("val_ppl", "ppl_ratio", "math_accuracy", "math_rephrased")
 
 
-def recipe_key(config: dict[str, Any]) -> str:
-    """The recipe of a YunqueConfig.to_dict(): its shaping sections without seeds."""
-    shaping = {s: config.get(s, {}) for s in SHAPING}
-    shaping["train"] = {k: v for k, v in shaping["train"].items() if k != "seed"}
-    shaping["post"] = {stage: {k: v for k, v in sec.items() if k != "seed"} if isinstance(sec, dict) else sec
-                       for stage, sec in shaping["post"].items()}
-    return hashlib.sha256(json.dumps(shaping, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def _posts(stage: str) -> list[str]:
+    """The post-training sections that shape `stage` (its chain, and the reward model PPO uses)."""
+    if stage not in CHAIN:
+        return []
+    own, parent = CHAIN[stage]
+    return sorted({*_posts(parent), own, *(_posts("reward_model") + ["reward"] if own == "ppo" else [])})
 
 
-def latest_per_seed(rows: list[dict], recipe: str, stages: tuple[str, ...]) -> dict[str, dict[Any, dict]]:
-    """{stage: {seed: row}} of the rows evaluated under `recipe` (rows carry "stage",
-    "seed", "recipe" and "evaluated_at"); the latest row of a seed wins."""
-    out: dict[str, dict[Any, dict]] = {s: {} for s in stages}
+def recipe_key(config: dict[str, Any], stage: str) -> str:
+    """`stage`'s recipe in a YunqueConfig.to_dict(): see the module's docstring."""
+    shaping = {s: config.get(s, {}) for s in DATA}
+    shaping["train"] = {k: v for k, v in config.get("train", {}).items() if k != "seed" and k not in RUNTIME_FIELDS}
+    shaping["post"] = {p: {k: v for k, v in config.get("post", {}).get(p, {}).items()
+                           if k != "seed" and k not in POST_RUNTIME_FIELDS} for p in _posts(stage)}
+    return _hash(shaping)
+
+
+def eval_key(config: dict[str, Any]) -> str:
+    """The evaluation settings a row was scored with (rows of other settings are not averaged in)."""
+    return _hash(config.get("eval", {}))
+
+
+def _hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def tag(row: dict, stage: str, recipe: str, scored_with: str, stale: bool, now: float) -> bool:
+    """Tag a row on its first evaluation in an up-to-date chain (True: the row changed and
+    should be written). A tagged row keeps its tag: the same weights reported later under
+    another configuration were not trained by it. A row of an outdated chain stays untagged."""
+    if stale or "recipe" in row:
+        return False
+    row |= {"stage": stage, "recipe": recipe, "scored_with": scored_with, "evaluated_at": now}
+    return True
+
+
+def latest_per_seed(rows: list[dict], recipes: dict[str, str], scored_with: str) -> dict[str, dict[Any, dict]]:
+    """{stage: {seed: row}} of the rows tagged with their stage's recipe in `recipes` and
+    scored with `scored_with`; the latest row of a seed wins."""
+    out: dict[str, dict[Any, dict]] = {s: {} for s in recipes}
     for row in sorted(rows, key=lambda r: r.get("evaluated_at", 0)):
-        if row.get("recipe") == recipe and row.get("stage") in out and row.get("seed") is not None:
-            out[row["stage"]][row["seed"]] = row
+        stage = row.get("stage")
+        if (stage in recipes and row.get("recipe") == recipes[stage] and row.get("scored_with") == scored_with
+                and row.get("seed") is not None):
+            out[stage][row["seed"]] = row
     return out
 
 
-def spread(rows: list[dict], recipe: str, stages: tuple[str, ...]) -> list[dict]:
-    """One line per stage with at least one seed: seeds, and mean/min/max of each metric."""
-    per = latest_per_seed(rows, recipe, stages)
-    base = per.get(stages[0], {})
+def spread(rows: list[dict], recipes: dict[str, str], scored_with: str) -> list[dict]:
+    """One line per stage (in `recipes`' order, the base model first) with at least one
+    seed: the seeds, and mean/min/max of each metric."""
+    per = latest_per_seed(rows, recipes, scored_with)
+    base = per.get(next(iter(recipes)), {})
     lines = []
-    for stage in stages:
-        by_seed = per[stage]
+    for stage, by_seed in per.items():
         if not by_seed:
             continue
-        line: dict[str, Any] = {"stage": stage, "seeds": sorted(by_seed, key=str)}
+        line: dict[str, Any] = {"stage": stage, "seeds": sorted(by_seed)}
         for m in METRICS:
             if m == "ppl_ratio":
                 vals = [r["val_ppl"] / base[s]["val_ppl"] for s, r in by_seed.items()

@@ -12,37 +12,54 @@ from stages.store import DataStore
 from tests.factory import tiny_checkpoint
 from tests.test_lineage import record_base
 
-STAGES = ("base_model", "sft_model", "grpo_model")
+RECIPES = {"base_model": "rb", "sft_model": "rs", "grpo_model": "rg"}
 
 
-def test_recipe_ignores_seeds_and_nothing_else():
+def test_recipe_ignores_seeds_runtime_and_later_stages():
     a = preset("tiny").to_dict()
-    seeded = preset("tiny", {"train.seed": 3, "post.sft.seed": 3, "post.grpo.seed": 3}).to_dict()
-    assert seed_spread.recipe_key(a) == seed_spread.recipe_key(seeded)
-    assert seed_spread.recipe_key(a) == seed_spread.recipe_key(preset("tiny", {"eval.math_problems": 7}).to_dict())
-    assert seed_spread.recipe_key(a) != seed_spread.recipe_key(preset("tiny", {"post.sft.steps": 7}).to_dict())
-    assert seed_spread.recipe_key(a) != seed_spread.recipe_key(preset("tiny", {"train.lr": 1e-2}).to_dict())
+    seeded = preset("tiny", {"train.seed": 3, "post.sft.seed": 3, "post.grpo.seed": 3, "train.threads": 1,
+                             "post.sft.checkpoint_every": 7, "eval.math_problems": 7}).to_dict()
+    for stage in ("base_model", "sft_model", "grpo_model"):
+        assert seed_spread.recipe_key(a, stage) == seed_spread.recipe_key(seeded, stage)
+        assert seed_spread.recipe_key(a, stage) != seed_spread.recipe_key(preset("tiny", {"train.lr": 1e-2}).to_dict(),
+                                                                          stage)
+    grpo_changed = preset("tiny", {"post.grpo.steps": 7}).to_dict()
+    assert seed_spread.recipe_key(a, "sft_model") == seed_spread.recipe_key(grpo_changed, "sft_model")
+    assert seed_spread.recipe_key(a, "grpo_model") != seed_spread.recipe_key(grpo_changed, "grpo_model")
+    assert seed_spread.recipe_key(a, "ppo_model") != seed_spread.recipe_key(
+        preset("tiny", {"post.reward.steps": 7}).to_dict(), "ppo_model")  # PPO is scored by the reward model
+    assert seed_spread.eval_key(a) != seed_spread.eval_key(seeded)
 
 
-def _row(stage, seed, ppl, math, at, recipe="r"):
+def test_a_row_is_tagged_once_and_never_in_an_outdated_chain():
+    row: dict = {"seed": 0}
+    assert not seed_spread.tag(row, "sft_model", "r1", "e", stale=True, now=1.0) and "recipe" not in row
+    assert seed_spread.tag(row, "sft_model", "r1", "e", stale=False, now=2.0) and row["recipe"] == "r1"
+    assert not seed_spread.tag(row, "sft_model", "r2", "e", stale=False, now=3.0)
+    assert row["recipe"] == "r1" and row["evaluated_at"] == 2.0
+
+
+def _row(stage, seed, ppl, math, at, recipe=None, scored="e"):
     return {"stage": stage, "seed": seed, "val_ppl": ppl, "math_accuracy": math, "math_rephrased": math / 2,
-            "recipe": recipe, "evaluated_at": at}
+            "recipe": recipe or RECIPES[stage], "scored_with": scored, "evaluated_at": at}
 
 
 def test_spread_per_stage_with_ratios_to_each_seeds_own_base():
     rows = [_row("base_model", 0, 50.0, 0.0, 1), _row("base_model", 1, 100.0, 0.0, 2),
+            _row("base_model", 10, 100.0, 0.0, 2), _row("sft_model", 10, 100.0, 0.0, 2, scored="other"),
             _row("sft_model", 0, 60.0, 0.4, 3), _row("sft_model", 1, 110.0, 0.8, 4),
             _row("sft_model", 1, 999.0, 0.0, 0),  # an earlier row of seed 1: the latest wins
             _row("sft_model", 2, 70.0, 0.9, 5, recipe="other")]  # another recipe: left out
-    lines = {x["stage"]: x for x in seed_spread.spread(rows, "r", STAGES)}
+    lines = {x["stage"]: x for x in seed_spread.spread(rows, RECIPES, "e")}
     assert set(lines) == {"base_model", "sft_model"} and lines["sft_model"]["seeds"] == [0, 1]
+    assert lines["base_model"]["seeds"] == [0, 1, 10]  # numeric order
     sft = lines["sft_model"]
     assert sft["val_ppl"] == {"mean": 85.0, "min": 60.0, "max": 110.0}
     assert sft["ppl_ratio"]["min"] == 1.1 and abs(sft["ppl_ratio"]["max"] - 1.2) < 1e-12
     assert abs(sft["math_accuracy"]["mean"] - 0.6) < 1e-12 and sft["math_rephrased"]["max"] == 0.4
     md = "\n".join(seed_spread.markdown(list(lines.values())))
     assert "## Across seeds" in md and "| sft_model | 0, 1 | 85 (60-110) |" in md
-    assert seed_spread.markdown(seed_spread.spread(rows[:1], "r", STAGES)) == []  # one seed: no view
+    assert seed_spread.markdown(seed_spread.spread(rows[:1], RECIPES, "e")) == []  # one seed: no view
 
 
 def test_report_gathers_seeds_of_the_same_recipe(tmp_path):
@@ -62,5 +79,7 @@ def test_report_gathers_seeds_of_the_same_recipe(tmp_path):
     second = run(1)
     assert [x["seeds"] for x in second["across_seeds"]] == [[0, 1]]
     assert "| base_model | 0, 1 |" in (store.dir("eval_report") / "report.md").read_text()
-    other = run(1, **{"train.lr": 1e-2})  # the same weights, reported under a new recipe: one seed
-    assert [x["seeds"] for x in other["across_seeds"]] == [[1]]
+    # the same weights reported under another recipe keep the one they were evaluated under
+    other = run(1, **{"train.lr": 1e-2})
+    assert other["across_seeds"] == []
+    assert [x["seeds"] for x in run(1)["across_seeds"]] == [[0, 1]]
