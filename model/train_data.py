@@ -1,6 +1,7 @@
-"""The pretraining program's data side and step arithmetic: validation over every rank, the corpus' token counts, the loader (all shards alike, or a
-continued run's new and replayed shards, or a mixture's sources) and the learning rate
-at a step. Split from model/train.py, which runs the loop."""
+"""The pretraining program's data side and step arithmetic: validation over every rank,
+the corpus' token counts, the loader (all shards alike, or a continued run's new and
+replayed shards, or a mixture's sources) and the learning rate at a step. Split from
+model/train.py, which runs the loop."""
 
 from __future__ import annotations
 

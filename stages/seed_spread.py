@@ -15,14 +15,13 @@ the same seed, as the forgetting target is stated.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import statistics
 from typing import Any
 
 from model.config import RUNTIME_FIELDS
 from model.post_config import POST_RUNTIME_FIELDS
 from stages.post_train import CHAIN
+from stages.store import cache_key
 
 DATA = ("reader", "clean", "filters", "langid", "dedup", "tokenizer", "model")
 METRICS = ("val_ppl", "ppl_ratio", "math_accuracy", "math_rephrased")
@@ -42,16 +41,12 @@ def recipe_key(config: dict[str, Any], stage: str) -> str:
     shaping["train"] = {k: v for k, v in config.get("train", {}).items() if k != "seed" and k not in RUNTIME_FIELDS}
     shaping["post"] = {p: {k: v for k, v in config.get("post", {}).get(p, {}).items()
                            if k != "seed" and k not in POST_RUNTIME_FIELDS} for p in _posts(stage)}
-    return _hash(shaping)
+    return cache_key(shaping)
 
 
 def eval_key(config: dict[str, Any]) -> str:
     """The evaluation settings a row was scored with (rows of other settings are not averaged in)."""
-    return _hash(config.get("eval", {}))
-
-
-def _hash(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return cache_key(config.get("eval", {}))
 
 
 def tag(row: dict, stage: str, recipe: str, scored_with: str, stale: bool, now: float) -> bool:
