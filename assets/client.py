@@ -27,8 +27,13 @@ from assets.partitions import shards as shards_def
 from resources import CorpusStorage
 
 BACKFILL_TAG = "dagster/backfill"
+PARTITION_TAG = "dagster/partition"
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
 EVENTS = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_CHECK_EVALUATION,
-          DagsterEventType.STEP_FAILURE, DagsterEventType.STEP_START}
+          DagsterEventType.STEP_FAILURE}
+STEP_EVENTS = {DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE,
+               DagsterEventType.STEP_SKIPPED}
 
 
 def instance() -> dg.DagsterInstance:
@@ -104,19 +109,71 @@ def cancel(instance: dg.DagsterInstance, backfill_id: str, no_daemon: bool = Fal
 
 @dataclass
 class RunReport:
-    """One finished run of the backfill, for the terminal."""
+    """One finished run of the backfill, for the terminal. A per-shard run covers a batch
+    of shards (`assets.batch`); a whole-corpus run covers none."""
 
     run_id: str
-    partition: str | None
+    shards: list[str]
     ok: bool
     status: str
-    assets: dict[str, dict] = field(default_factory=dict)  # asset -> plain metadata
-    checks: list[tuple[str, str, bool, bool]] = field(default_factory=list)  # (asset, check, passed, blocking)
+    assets: dict[str, dict] = field(default_factory=dict)  # asset -> plain metadata (its last event in the run)
+    per_shard: dict[tuple[str, str], dict] = field(default_factory=dict)  # (asset, shard) -> plain metadata
+    checks: list[tuple[str, str, bool, bool]] = field(default_factory=list)  # (asset[shard], check, passed, blocking)
     error: str | None = None
+
+    @property
+    def partition(self) -> str | None:
+        """The shard of a one-shard run."""
+        return self.shards[0] if len(self.shards) == 1 else None
+
+    @property
+    def label(self) -> str:
+        if not self.shards:
+            return "corpus"
+        if len(self.shards) == 1:
+            return self.shards[0]
+        return f"{len(self.shards)} shards: {self.shards[0]} .. {self.shards[-1]}"
 
     @property
     def failed_checks(self) -> list[str]:
         return [f"{a}:{c}" for a, c, passed, _ in self.checks if not passed]
+
+    def add_materialization(self, m: dg.AssetMaterialization) -> None:
+        md = plain(m.metadata)
+        asset = m.asset_key.to_user_string()
+        self.assets[asset] = md
+        if m.partition is not None:
+            self.per_shard[(asset, m.partition)] = md
+
+    def add_check(self, asset: dg.AssetKey, partition: str | None, name: str, passed: bool, blocking: bool) -> None:
+        label = asset.to_user_string() + (f"[{partition}]" if partition else "")
+        self.checks.append((label, name, passed, blocking))
+
+
+def plain(metadata: dict) -> dict:
+    """The metadata values a terminal can print (numbers, text, JSON)."""
+    return {k: v.value for k, v in metadata.items()
+            if isinstance(getattr(v, "value", None), (int, float, str, bool, dict, list))}
+
+
+def run_label(run: dg.DagsterRun) -> str | None:
+    """A run's shard, or its range of shards, as tagged."""
+    if (key := run.tags.get(PARTITION_TAG)) is not None:
+        return key
+    start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
+    return None if start is None else start if start == end else f"{start}..{end}"
+
+
+def run_shards(run: dg.DagsterRun, order: list[str]) -> list[str]:
+    """The shards a run covers: its partition, or its range in the partitions' order."""
+    if (key := run.tags.get(PARTITION_TAG)) is not None:
+        return [key]
+    start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
+    if start is None or end is None:
+        return []
+    if start in order and end in order:
+        return order[order.index(start): order.index(end) + 1]
+    return [start] if start == end else [start, end]
 
 
 @dataclass
@@ -129,36 +186,55 @@ class Progress:
 
 
 class Follower:
-    """Polls one backfill and its runs; each finished run is reported once."""
+    """Follows one backfill and its runs. Each `poll` reads the backfill once and its runs
+    once, whatever their number; `progress` then reads only the new step events of the runs
+    in flight (at most the run queue's limit). Each finished run is reported once."""
 
     def __init__(self, instance: dg.DagsterInstance, backfill_id: str):
         self.instance, self.backfill_id = instance, backfill_id
         self.reported: set[str] = set()
         self.reports: list[RunReport] = []
+        self._partitions: list[str] | None = None
+        self._backfill: PartitionBackfill | None = None
+        self._runs: list[dg.DagsterRun] = []
+        self._cursors: dict[str, str | None] = {}  # run id -> event log cursor of its step events
+        self._steps: dict[str, tuple[set[str], set[str]]] = {}  # run id -> (started, ended) step keys
+
+    def poll(self) -> None:
+        # the backfill before its runs: a run that ends after this read is seen next poll
+        self._backfill = self.instance.get_backfill(self.backfill_id)
+        self._runs = list(self.instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_TAG: self.backfill_id})))
 
     def progress(self) -> Progress:
-        backfill = self.instance.get_backfill(self.backfill_id)
-        data = backfill.asset_backfill_data
+        if self._backfill is None:
+            self.poll()
+        data = self._backfill.asset_backfill_data
         failed = data.failed_and_downstream_subset.num_partitions_and_non_partitioned_assets
         done = data.materialized_subset.num_partitions_and_non_partitioned_assets + failed
         active = []
-        for run in self._runs(finished=False):
-            started, ended = set(), set()
-            for r in self.instance.get_records_for_run(run.run_id, of_type=EVENTS).records:
+        for run in self._runs:
+            if run.is_finished:
+                self._cursors.pop(run.run_id, None)
+                self._steps.pop(run.run_id, None)
+                continue
+            started, ended = self._steps.setdefault(run.run_id, (set(), set()))
+            got = self.instance.get_records_for_run(run.run_id, cursor=self._cursors.get(run.run_id),
+                                                   of_type=STEP_EVENTS)
+            self._cursors[run.run_id] = got.cursor
+            for r in got.records:
                 ev = r.event_log_entry.dagster_event
-                if ev.event_type == DagsterEventType.STEP_START:
-                    started.add(ev.step_key)
-                elif ev.event_type in (DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE):
-                    ended.add(ev.step_key)
-            active += [(s, run.tags.get("dagster/partition")) for s in sorted(started - ended)]
-        return Progress(backfill.status.value, data.target_subset.num_partitions_and_non_partitioned_assets,
+                (started if ev.event_type == DagsterEventType.STEP_START else ended).add(ev.step_key)
+            active += [(s, run_label(run)) for s in sorted(started - ended)]
+        return Progress(self._backfill.status.value, data.target_subset.num_partitions_and_non_partitioned_assets,
                         done, failed, active)
 
     def finished(self) -> bool:
-        return self.instance.get_backfill(self.backfill_id).status in BULK_ACTION_TERMINAL_STATUSES
+        if self._backfill is None:
+            self.poll()
+        return self._backfill.status in BULK_ACTION_TERMINAL_STATUSES
 
     def new_reports(self) -> Iterator[RunReport]:
-        for run in sorted(self._runs(finished=True), key=lambda r: r.run_id):
+        for run in sorted((r for r in self._runs if r.is_finished), key=lambda r: r.run_id):
             if run.run_id in self.reported:
                 continue
             self.reported.add(run.run_id)
@@ -166,23 +242,16 @@ class Follower:
             self.reports.append(report)
             yield report
 
-    def _runs(self, finished: bool) -> list[dg.DagsterRun]:
-        runs = self.instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_TAG: self.backfill_id}))
-        return [r for r in runs if r.is_finished == finished]
-
     def _report(self, run: dg.DagsterRun) -> RunReport:
-        rep = RunReport(run.run_id, run.tags.get("dagster/partition"), run.status == dg.DagsterRunStatus.SUCCESS,
+        rep = RunReport(run.run_id, run_shards(run, self._order()), run.status == dg.DagsterRunStatus.SUCCESS,
                         run.status.value)
         for r in self.instance.get_records_for_run(run.run_id, of_type=EVENTS).records:
             ev = r.event_log_entry.dagster_event
             if ev.event_type == DagsterEventType.ASSET_MATERIALIZATION:
-                m = ev.step_materialization_data.materialization
-                rep.assets[m.asset_key.to_user_string()] = {
-                    k: v.value for k, v in m.metadata.items()
-                    if isinstance(getattr(v, "value", None), (int, float, str, bool, dict, list))}
+                rep.add_materialization(ev.step_materialization_data.materialization)
             elif ev.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
                 c = ev.asset_check_evaluation_data
-                rep.checks.append((c.asset_key.to_user_string(), c.check_name, c.passed, bool(c.blocking)))
+                rep.add_check(c.asset_key, c.partition, c.check_name, c.passed, bool(c.blocking))
             elif ev.event_type == DagsterEventType.STEP_FAILURE and rep.error is None:
                 err = ev.step_failure_data.error
                 while err is not None and err.cause is not None:  # the user code's own exception
@@ -191,3 +260,8 @@ class Follower:
         if not rep.ok and rep.error is None:
             rep.error = f"run {run.status.value.lower()} (see the run's logs)"
         return rep
+
+    def _order(self) -> list[str]:
+        if self._partitions is None:
+            self._partitions = list(self.instance.get_dynamic_partitions(shards_def.name))
+        return self._partitions

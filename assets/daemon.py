@@ -6,7 +6,13 @@ setting), and a backfill of the whole graph advances one dependency level per wa
 about seven levels, so up to three and a half idle minutes per `yunque run`. Our daemon
 wakes every YUNQUE_DAEMON_INTERVAL seconds (default 5). A daemon you run yourself
 (`dagster dev`, `dagster-daemon run`, a Kubernetes deployment) keeps Dagster's 30 s and
-works the same, only slower to move from one level to the next."""
+works the same, only slower to move from one level to the next.
+
+The daemon of `yunque run` serves that command's backfill and nothing else: it runs the
+backfill, run queue and run monitoring daemons, not the sensors, schedules and automation
+(YUNQUE_DAEMON_SCOPE=backfills). Otherwise the automation would start runs outside the
+command's selection (a tokenizer after `--select '*deduped_documents'`), which the
+command's exit would then leave failed. `yunque ui` starts every daemon."""
 
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ import dagster as dg
 # liveness tolerance is 300 s; a daemon beats every 30 s).
 FRESH_S = 90
 CODE_LOCATION = ["-m", "assets.definitions"]
+# What a daemon scoped to backfills leaves out: everything that starts runs of its own accord.
+NOT_FOR_BACKFILLS = {"SENSOR", "SCHEDULER", "ASSET", "FRESHNESS"}
 
 
 def serving(instance: dg.DagsterInstance) -> bool:
@@ -30,13 +38,15 @@ def serving(instance: dg.DagsterInstance) -> bool:
     return beat is not None and time.time() - beat.timestamp < FRESH_S
 
 
-def start(log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def start(log: Path, env: dict[str, str] | None = None, backfills_only: bool = False) -> subprocess.Popen:
     """Our daemon as a child process in its own session (so that Ctrl-C in the terminal
-    reaches the CLI, which then stops it in order), its output in `log`."""
+    reaches the CLI, which then stops it in order), its output in `log`; with
+    `backfills_only`, without the daemons that start runs of their own accord."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    scope = {"YUNQUE_DAEMON_SCOPE": "backfills" if backfills_only else "all"}
     with open(log, "a") as out:
         return subprocess.Popen([sys.executable, "-m", "assets.daemon", "run", *CODE_LOCATION],
-                                env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {}), **scope}, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
 
@@ -83,6 +93,11 @@ def main() -> None:
 
     apply()
     controller.DEFAULT_DAEMON_INTERVAL_SECONDS = int(os.environ.get("YUNQUE_DAEMON_INTERVAL", "5"))
+    if os.environ.get("YUNQUE_DAEMON_SCOPE") == "backfills":
+        # dagster-daemon runs what the instance requires; this process requires less
+        required = dg.DagsterInstance.get_required_daemon_types
+        dg.DagsterInstance.get_required_daemon_types = lambda self: [  # type: ignore[method-assign]
+            t for t in required(self) if t not in NOT_FOR_BACKFILLS]
     sys.argv[0] = "dagster-daemon"
     daemon_main()
 

@@ -8,7 +8,6 @@ from assets import (
     checks,
     dedup,
     evaluation,
-    filtering,
     ingest,
     post_training,
     promotion,
@@ -28,7 +27,7 @@ from stages.env import home_url
 
 telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
-ASSETS = dg.load_assets_from_modules([ingest, filtering, dedup, tokens, training, post_training, evaluation,
+ASSETS = dg.load_assets_from_modules([ingest, dedup, tokens, training, post_training, evaluation,
                                       promotion])
 CHECKS = dg.load_asset_checks_from_modules([checks, token_checks, promotion])
 
@@ -82,6 +81,9 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
 )
 
 defs = dg.Definitions(
+    # Steps run in the run's own process: a data step is cheap next to a process start and a
+    # second import of this code location, and training steps start torchrun themselves.
+    executor=dg.in_process_executor,
     assets=ASSETS,
     asset_checks=CHECKS,
     jobs=[shard_job, dedup_job, train_job],

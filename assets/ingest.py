@@ -1,38 +1,82 @@
-"""raw_documents and clean_documents: read a shard, then extract and normalise text."""
+"""The per-shard document chain: raw_documents, clean_documents, filtered_documents and
+minhash_signatures, four assets computed by one step over a batch of shards
+(`assets.batch`): each shard goes through the selected stages in order, and each stage's
+output is reported for that shard as soon as it is committed."""
+
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import dagster as dg
 
-from assets.metadata import stage_result
+from assets.batch import POLICY, Event, each_shard, materialization
 from assets.partitions import shards
 from resources import CorpusStorage, YunqueSettings
-from stages.ingest import CODE_VERSIONS, clean_stage, read_stage
+from stages.versions import CODE_VERSIONS
+
+RAW, CLEAN, FILTERED, SIGNATURES = "raw_documents", "clean_documents", "filtered_documents", "minhash_signatures"
+CHAIN = (RAW, CLEAN, FILTERED, SIGNATURES)
+
+DESCRIPTIONS = {
+    RAW: "Documents of one shard (html, txt, md, jsonl, parquet, gz/zst/bz2; local or s3). Unreadable files and "
+         "records become rejections with the file, line and reason. The metadata carries the shard's `fingerprint` "
+         "(its files' names, sizes and versions: mtime on disk, ETag on S3).",
+    CLEAN: "HTML to text with boilerplate removal, mojibake repair, Unicode normalisation.",
+    FILTERED: "Documents in the target language that pass every quality rule; each rejected one is kept in "
+              "rejected_documents with its rule. The materialization shows, per rule, a histogram of its metric "
+              "with the threshold, kept and dropped counts, and a sample of the documents it rejected (`yunque "
+              "inspect rejected` prints the same sample).",
+    SIGNATURES: "MinHash of word 5-grams (112 = 14 bands x 8 rows) and paragraph hashes per document.",
+}
 
 
-@dg.asset(partitions_def=shards, code_version=CODE_VERSIONS["raw_documents"], group_name="data",
-          kinds={"parquet"})
-def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
-                  settings: YunqueSettings) -> dg.MaterializeResult:
-    """Documents of one shard (html, txt, md, jsonl, parquet, gz/zst/bz2; local or s3).
-    Unreadable files and records become rejections with the file, line and reason. The
-    metadata carries the shard's `fingerprint` (its files' names, sizes and versions:
-    mtime on disk, ETag on S3)."""
-    shard = corpus.shard(context.partition_key)
-    fs, root = corpus.open()
-    store = settings.store()
-    stats = read_stage(store, fs, root, shard, settings.data_config())
-    if stats.rejected:
-        context.log.warning(f"{shard.key}: {stats.rejected} unreadable files/records: {stats.drops}")
-    # The shard sensor compares this with the corpus as listed now: a shard read with its
-    # current files is not requested again, whoever materialized it.
-    return stage_result(stats, store.part("raw_documents", shard.key), store.rejected(shard.key, "read"),
-                        corpus=corpus.uri, fingerprint=dg.MetadataValue.text(shard.fingerprint))
+def _spec(asset: str, parent: str | None) -> dg.AssetSpec:
+    return dg.AssetSpec(asset, deps=[parent] if parent else [], description=DESCRIPTIONS[asset], partitions_def=shards,
+                        code_version=CODE_VERSIONS[asset], group_name="data", kinds={"parquet"}, skippable=True)
 
 
-@dg.asset(partitions_def=shards, deps=[raw_documents], code_version=CODE_VERSIONS["clean_documents"],
-          group_name="data", kinds={"parquet"})
-def clean_documents(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:
-    """HTML to text with boilerplate removal, mojibake repair, Unicode normalisation."""
-    store = settings.store()
-    stats = clean_stage(store, context.partition_key, settings.data_config())
-    return stage_result(stats, store.part("clean_documents", context.partition_key),
-                        store.rejected(context.partition_key, "clean"))
+@dg.multi_asset(specs=[_spec(a, p) for a, p in zip(CHAIN, (None, *CHAIN[:-1]))], can_subset=True,
+                backfill_policy=POLICY, name="shard_documents")
+def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
+                    settings: YunqueSettings) -> Iterator[object]:
+    """Read, clean, filter and sign each shard of the run (the selected stages of the four)."""
+    from assets.metadata import filter_report_metadata, stage_metadata
+    from stages.dedup import minhash_stage
+    from stages.filter_report import shard_report
+    from stages.ingest import clean_stage, filter_stage, read_stage
+
+    selected = [a for a in CHAIN if dg.AssetKey(a) in context.selected_asset_keys]
+    store, cfg = settings.store(), settings.data_config()
+    source = corpus.open() if RAW in selected else None
+
+    def report(asset: str, shard: str, stats, **extra) -> dg.AssetMaterialization:
+        parent = CHAIN.index(asset) - 1
+        inputs = {CHAIN[parent]: shard} if parent >= 0 else {}
+        rejected = {RAW: "read", CLEAN: "clean", FILTERED: "filter"}.get(asset)
+        md = stage_metadata(stats, store.part(asset, shard), store.rejected(shard, rejected) if rejected else None,
+                            **extra)
+        return materialization(context.instance, asset, shard, md, stats.key, CODE_VERSIONS[asset], inputs)
+
+    def one(shard: str) -> Iterator[Event]:
+        if RAW in selected:
+            info = corpus.shard(shard)
+            stats = read_stage(store, source[0], source[1], info, cfg)
+            if stats.rejected:
+                context.log.warning(f"{shard}: {stats.rejected} unreadable files/records: {stats.drops}")
+            # The shard sensor compares this with the corpus as listed now: a shard read with
+            # its current files is not requested again, whoever materialized it.
+            yield report(RAW, shard, stats, corpus=corpus.uri, fingerprint=dg.MetadataValue.text(info.fingerprint))
+        if CLEAN in selected:
+            yield report(CLEAN, shard, clean_stage(store, shard, cfg))
+        if FILTERED in selected:
+            stats = filter_stage(store, shard, cfg)
+            extra = {}
+            if (found := shard_report(store, shard)) is not None:
+                with tempfile.TemporaryDirectory(prefix="filter-report.") as tmp:  # the PNGs are inlined
+                    extra = filter_report_metadata(found, Path(tmp))
+            yield report(FILTERED, shard, stats, **extra)
+        if SIGNATURES in selected:
+            yield report(SIGNATURES, shard, minhash_stage(store, shard, cfg))
+
+    yield from each_shard(context, one)

@@ -6,7 +6,7 @@ PER_SHARD = ["raw_documents", "clean_documents", "filtered_documents", "minhash_
 
 shard_job = dg.define_asset_job(
     "shard_job", selection=dg.AssetSelection.assets(*PER_SHARD),
-    description="Read, clean, filter and sign one shard.",
+    description="Read, clean, filter and sign shards (one step over a batch of shards).",
 )
 dedup_job = dg.define_asset_job(
     "dedup_job", selection=dg.AssetSelection.assets("dedup_index"),

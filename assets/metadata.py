@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-import pyarrow.parquet as pq
 
 from stages.store import StageStats
 
@@ -33,6 +32,8 @@ def drops_markdown(drops: dict[str, int]) -> str:
 def preview(path: Path, n: int = 8, chars: int = 160) -> dg.TableMetadataValue | None:
     if not path.exists():
         return None
+    import pyarrow.parquet as pq  # loaded when a stage reports, not when the code location loads
+
     pf = pq.ParquetFile(path)
     cols = [c for c in ("doc_id", "source", "lang", "text") if c in pf.schema_arrow.names]
     rows = []
@@ -52,8 +53,9 @@ def preview(path: Path, n: int = 8, chars: int = 160) -> dg.TableMetadataValue |
     return dg.MetadataValue.table(rows, schema=schema)
 
 
-def stage_result(stats: StageStats, output: Path | None = None, rejected: Path | None = None,
-                 **extra: Any) -> dg.MaterializeResult:
+def stage_metadata(stats: StageStats, output: Path | None = None, rejected: Path | None = None,
+                   **extra: Any) -> dict[str, Any]:
+    """A stage's stats as materialization metadata: counts, drops, bytes, paths, a preview."""
     md: dict[str, Any] = {
         "documents_in": stats.docs_in,
         "documents_out": stats.docs_out,
@@ -79,7 +81,14 @@ def stage_result(stats: StageStats, output: Path | None = None, rejected: Path |
     if rejected is not None:
         md["rejected_path"] = dg.MetadataValue.path(str(rejected))
     md.update(extra)
-    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(stats.key))
+    return md
+
+
+def stage_result(stats: StageStats, output: Path | None = None, rejected: Path | None = None,
+                 **extra: Any) -> dg.MaterializeResult:
+    """`stage_metadata` for a whole-corpus asset, with the stage's cache key as data version."""
+    return dg.MaterializeResult(metadata=stage_metadata(stats, output, rejected, **extra),
+                                data_version=dg.DataVersion(stats.key))
 
 
 def rows_table(rows: list[dict]) -> dg.TableMetadataValue:

@@ -3,9 +3,9 @@ selection of the graph in this process, one run after another, recorded in the D
 instance under $YUNQUE_HOME. The main path (`assets.client`) submits a backfill to the
 daemon instead; this one bypasses the run queue, the launcher and its concurrency.
 
-Dagster runs carry at most one partition key, so the selection is cut into phases in
-topological order: per-shard assets run once per shard (one run each), whole-corpus
-assets (dedup_index) run once between them.
+The selection is cut into phases in topological order: the per-shard assets of one step
+run over batches of shards (`assets.batch`: one run per batch, as a backfill makes them),
+whole-corpus assets (dedup_index) run once between them.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from assets.client import RunReport, register_shards
+from assets.batch import SHARDS_PER_RUN, batches
+from assets.client import RANGE_END_TAG, RANGE_START_TAG, RunReport, register_shards
 from assets.client import select as select_keys
 from assets.definitions import ASSETS, CHECKS, build_resources, defs
+from assets.partitions import shards as shards_def
 from model.launch import live_pgid
 
 # Checks whose failure stops the pipeline (Dagster also skips downstream assets for them).
-BLOCKING = {spec.key.name for c in CHECKS for spec in c.check_specs if spec.blocking}
+BLOCKING = {spec.key.name for c in [*CHECKS, *ASSETS] for spec in c.check_specs if spec.blocking}
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -47,11 +49,15 @@ class RunSummary:
 def plan(select: str | None) -> list[Phase]:
     graph = defs.resolve_asset_graph()
     phases: list[Phase] = []
+    step_of = {k: a for a in ASSETS for k in a.keys}
     for key in select_keys(defs, select):
         part = graph.get(key).partitions_def is not None
-        # Parents come first in topological order, so a key can join the last phase
-        # whenever the partitioning matches: same-partition deps run inside one run.
-        if phases and phases[-1].partitioned == part:
+        # Parents come first in topological order, so a whole-corpus key joins the last phase
+        # if it is whole-corpus too; a per-shard key only joins the keys of its own step (a
+        # batch step reports its shards one by one, without the outputs a later step in the
+        # same run would wait for).
+        if phases and phases[-1].partitioned == part and (
+                not part or step_of[phases[-1].keys[-1]] is step_of[key]):
             phases[-1].keys.append(key)
         else:
             phases.append(Phase([key], part))
@@ -80,23 +86,24 @@ def reclaim_pool_slots(instance: dg.DagsterInstance) -> list[str]:
     return freed
 
 
-def materialize_one(keys: list[str], shard: str | None, resources: dict) -> RunReport:
-    """One Dagster run in this process: `keys` for one shard (or the whole corpus)."""
+def materialize_one(keys: list[str], shards: list[str], resources: dict) -> RunReport:
+    """One Dagster run in this process: `keys` for a batch of shards (a contiguous range of
+    the registered partitions), or for the whole corpus (`shards` empty)."""
     instance = dg.DagsterInstance.get()
     reclaim_pool_slots(instance)
+    tags = {"yunque/command": "run", "yunque/pid": str(os.getpid()), "yunque/host": socket.gethostname()}
+    if len(shards) > 1:
+        tags |= {RANGE_START_TAG: shards[0], RANGE_END_TAG: shards[-1]}
     result = dg.materialize(
-        [*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*keys), partition_key=shard,
-        instance=instance, resources=resources, run_config=QUIET, raise_on_error=False,
-        tags={"yunque/command": "run", "yunque/pid": str(os.getpid()), "yunque/host": socket.gethostname()},
+        [*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*keys),
+        partition_key=shards[0] if len(shards) == 1 else None,
+        instance=instance, resources=resources, run_config=QUIET, raise_on_error=False, tags=tags,
     )
-    rep = RunReport(result.run_id, shard, result.success, "SUCCESS" if result.success else "FAILURE")
+    rep = RunReport(result.run_id, shards, result.success, "SUCCESS" if result.success else "FAILURE")
     for e in result.get_asset_materialization_events():
-        m = e.step_materialization_data.materialization
-        rep.assets[e.asset_key.to_user_string()] = {
-            k: v.value for k, v in m.metadata.items()
-            if isinstance(getattr(v, "value", None), (int, float, str, bool, dict, list))}
-    rep.checks = [(c.asset_key.to_user_string(), c.check_name, c.passed, c.check_name in BLOCKING)
-                  for c in result.get_asset_check_evaluations()]
+        rep.add_materialization(e.step_materialization_data.materialization)
+    for c in result.get_asset_check_evaluations():
+        rep.add_check(c.asset_key, c.partition, c.check_name, c.passed, c.check_name in BLOCKING)
     error = None if result.success else _first_error(result)
     if error is None and (missing := [k for k in keys if k not in rep.assets]):
         error = f"not materialized: {missing} (see the run's logs)"
@@ -113,17 +120,20 @@ def run_graph(
     overrides: dict | str | None = None,
     endpoint_url: str | None = None,
     on_progress: Callable[[RunReport], None] | None = None,
+    shards_per_run: int = SHARDS_PER_RUN,
 ) -> RunSummary:
     """Register the corpus' shards as partitions (deregistering the gone ones) and
     materialize `select` for all of them, one run after another. The Dagster instance is
     DagsterInstance.get() (DAGSTER_HOME, set by `yunque.env.use_home`)."""
     # A bad preset or override fails here (stages.config.ConfigError), before any run exists.
     resources = build_resources(corpus=corpus, preset=preset, overrides=overrides, endpoint_url=endpoint_url)
-    found, _ = register_shards(dg.DagsterInstance.get(), resources["corpus"])
+    instance = dg.DagsterInstance.get()
+    found, _ = register_shards(instance, resources["corpus"])
+    order = list(instance.get_dynamic_partitions(shards_def.name))
     summary = RunSummary(shards=found)
     for phase in plan(select):
         keys = [k.to_user_string() for k in phase.keys]
-        for target in found if phase.partitioned else [None]:
+        for target in batches(order, found, shards_per_run) if phase.partitioned else [[]]:
             report = materialize_one(keys, target, resources)
             summary.runs.append(report)
             if on_progress:

@@ -5,7 +5,7 @@ import os
 
 import dagster as dg
 
-from assets.jobs import shard_job
+from assets.jobs import PER_SHARD
 from assets.partitions import shards
 from resources import CorpusStorage
 
@@ -41,18 +41,32 @@ def materialized_fingerprint(instance: dg.DagsterInstance, shard: str) -> str | 
     return value.value if isinstance(value, dg.TextMetadataValue) else None
 
 
+def shards_backfill(keys: list[str]) -> dg.RunRequest:
+    """One backfill of shard_job's assets over `keys` (a request the sensor daemon turns
+    into a backfill, so that the assets' backfill policy applies)."""
+    from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+
+    subset = shards.empty_subset().with_partition_keys(keys)
+    return dg.RunRequest.for_asset_graph_subset(
+        AssetGraphSubset(partitions_subsets_by_asset_key={dg.AssetKey(a): subset for a in PER_SHARD}),
+        tags={"yunque/sensor": "shard_sensor"})
+
+
 @dg.sensor(
-    job=shard_job, minimum_interval_seconds=INTERVAL, default_status=dg.DefaultSensorStatus.RUNNING,
+    asset_selection=dg.AssetSelection.assets(*PER_SHARD), minimum_interval_seconds=INTERVAL, default_status=dg.DefaultSensorStatus.RUNNING,
     description=f"Lists the corpus every {INTERVAL} s (YUNQUE_SENSOR_INTERVAL): registers each new shard as a "
-                "partition of `shards` and runs shard_job for it, runs it again for a shard whose files changed "
-                "(new fingerprint), and deregisters a shard that is gone. A shard whose latest raw_documents "
+                "partition of `shards` and requests shard_job's assets for it, again for a shard whose files changed "
+                "(new fingerprint), in one backfill per tick (batched into runs of YUNQUE_SHARDS_PER_RUN shards), "
+                "and deregisters a shard that is gone. A shard whose latest raw_documents "
                 "materialization already read its current files (by `yunque run`, a backfill or an earlier "
                 "tick), or that an unfinished backfill is about to read, is not requested.",
 )
 def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> dg.SensorResult:
-    """Registers every new shard as a dynamic partition and requests a run for it; a
-    shard whose files changed (new fingerprint) is requested again; a shard that is gone
-    from the corpus is deregistered (its outputs stay on disk, dedup_index ignores it)."""
+    """Registers every new shard as a dynamic partition and requests its per-shard assets;
+    a shard whose files changed (new fingerprint) is requested again; a shard that is gone
+    from the corpus is deregistered (its outputs stay on disk, dedup_index ignores it).
+    The shards of one tick go in one backfill, which the per-shard assets' backfill policy
+    batches: 500 shards landing at once make a few runs, not 500."""
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     found = {s.key: s.fingerprint for s in corpus.shards()}
     registered = set(context.instance.get_dynamic_partitions(shards.name))
@@ -68,7 +82,7 @@ def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> 
     cursor = json.dumps({k: fp for k, fp in found.items() if k not in busy}, sort_keys=True)
     if not changed and not new_keys and not gone:
         return dg.SensorResult(skip_reason=f"no new or changed shards under {corpus.uri}", cursor=cursor)
-    requests = [dg.RunRequest(run_key=f"{k}:{found[k]}", partition_key=k) for k in changed]
+    requests = [shards_backfill(changed)] if changed else []
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[

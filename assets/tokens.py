@@ -1,15 +1,17 @@
-"""tokenizer (whole corpus) and token_shards (per shard)."""
+"""tokenizer (whole corpus) and token_shards (per shard, in batches)."""
+
+from collections.abc import Iterator
 
 import dagster as dg
 
+from assets.batch import POLICY, Event, each_shard, materialization
+from assets.conditions import changed_deps
 from assets.dedup import deduped_documents
-from assets.metadata import rows_table
 from assets.partitions import consumed_shards, shards
-from model.config import corpus_verdict
 from resources import CorpusStorage, YunqueSettings
-from stages.ingest import CODE_VERSIONS
-from stages.token_shards import corpus_tokens, token_shard_stage
-from stages.tokenizer import TOKEN_SHARDS, TOKENIZER, TokenizerError, tokenizer_stage
+from stages.versions import CODE_VERSIONS
+
+TOKENIZER, TOKEN_SHARDS = "tokenizer", "token_shards"
 
 AC = dg.AutomationCondition
 
@@ -21,7 +23,7 @@ AC = dg.AutomationCondition
 # first evaluated, and this asset is missing from the start.) Requested again after a
 # failure only when more documents land.
 TOKENIZER_CONDITION = (
-    AC.missing() & AC.any_deps_updated().since_last_handled() & ~AC.any_deps_missing()
+    AC.missing() & changed_deps().since_last_handled() & ~AC.any_deps_missing()
     & ~AC.any_deps_in_progress() & ~AC.in_progress()
 ).with_label("missing, all shards deduplicated")
 
@@ -29,7 +31,7 @@ TOKENIZER_CONDITION = (
 # but never with a tokenizer whose blocking round-trip check failed (blocking checks only
 # hold inside one run, and the tokenizer and the shards always run apart).
 TOKENS_CONDITION = (
-    AC.any_deps_updated().since_last_handled() & ~AC.any_deps_missing() & ~AC.any_deps_in_progress()
+    changed_deps().since_last_handled() & ~AC.any_deps_missing() & ~AC.any_deps_in_progress()
     & ~AC.in_progress() & AC.all_deps_blocking_checks_passed()
 ).with_label("documents or tokenizer updated")
 
@@ -41,6 +43,9 @@ def tokenizer(context: dg.AssetExecutionContext, settings: YunqueSettings,
     """Byte-level BPE trained on a sample of the deduplicated training split, saved as a
     Hugging Face tokenizer directory (tokenizer.json, tokenizer_config.json with a chat
     template) with a compression report on held-out documents."""
+    from assets.metadata import rows_table
+    from stages.tokenizer import TokenizerError, tokenizer_stage
+
     store = settings.store()
     cfg = settings.data_config()
     ready = consumed_shards(context, settings, corpus, "deduped_documents").ready
@@ -73,31 +78,41 @@ def tokenizer(context: dg.AssetExecutionContext, settings: YunqueSettings,
 
 
 @dg.asset(partitions_def=shards, deps=[deduped_documents, tokenizer], code_version=CODE_VERSIONS[TOKEN_SHARDS],
-          group_name="tokens", kinds={"numpy"}, automation_condition=TOKENS_CONDITION)
+          group_name="tokens", kinds={"numpy"}, automation_condition=TOKENS_CONDITION, backfill_policy=POLICY,
+          output_required=False)
 def token_shards(context: dg.AssetExecutionContext, settings: YunqueSettings,
-                 corpus: CorpusStorage) -> dg.MaterializeResult:
+                 corpus: CorpusStorage) -> Iterator[object]:
     """The shard's documents as flat token arrays (train and validation split by document),
     end-of-document token after each, with offsets and a JSON header; np.memmap-able."""
+    from assets.metadata import rows_table
+    from model.config import corpus_verdict
+    from stages.token_shards import corpus_tokens, token_shard_stage
+
     store = settings.store()
     cfg = settings.data_config()
-    shard = context.partition_key
-    try:
-        stats = token_shard_stage(store, shard, cfg)
-    except (TokenizerError, FileNotFoundError) as e:
-        raise dg.Failure(str(e)) from e
-    x = stats.extra
     ready = consumed_shards(context, settings, corpus, "deduped_documents").ready
-    total = corpus_tokens(store, ready)
-    vocab = store.manifest(TOKENIZER)["stats"]["extra"]["vocab_size"]
-    md = {
-        "documents": stats.docs_out, "tokens": x["tokens"], "train_tokens": x["train_tokens"],
-        "val_tokens": x["val_tokens"], "train_documents": x["train_documents"], "val_documents": x["val_documents"],
-        "bytes_per_token": round(stats.bytes_in / max(1, x["tokens"]), 3), "dtype": x["dtype"],
-        "tokenizer_hash": x["tokenizer_hash"], "cached": stats.cached, "dagster/row_count": stats.docs_out,
-        # over the shards encoded so far with this tokenizer: "N of M" says whether it is all
-        "corpus_train_tokens": total["train_tokens"],
-        "corpus_shards_encoded": f"{total['shards']} of {len(ready)}",
-        "tokens_per_parameter": rows_table(corpus_verdict(total["train_tokens"], vocab)),
-        "path": dg.MetadataValue.path(str(store.dir(TOKEN_SHARDS, shard))),
-    }
-    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(stats.key))
+    tok = store.manifest(TOKENIZER)
+    vocab = tok["stats"]["extra"]["vocab_size"] if tok else 0
+
+    def one(shard: str) -> Iterator[Event]:
+        stats = token_shard_stage(store, shard, cfg)
+        x = stats.extra
+        md = {
+            "documents": stats.docs_out, "tokens": x["tokens"], "train_tokens": x["train_tokens"],
+            "val_tokens": x["val_tokens"], "train_documents": x["train_documents"],
+            "val_documents": x["val_documents"], "bytes_per_token": round(stats.bytes_in / max(1, x["tokens"]), 3),
+            "dtype": x["dtype"], "tokenizer_hash": x["tokenizer_hash"], "cached": stats.cached,
+            "dagster/row_count": stats.docs_out,
+            "path": dg.MetadataValue.path(str(store.dir(TOKEN_SHARDS, shard))),
+        }
+        # over the shards encoded so far with this tokenizer ("N of M" says whether it is
+        # all): read once per batch, not once per shard, and reported with the batch's last
+        if shard == context.partition_keys[-1]:
+            total = corpus_tokens(store, ready)
+            md |= {"corpus_train_tokens": total["train_tokens"],
+                   "corpus_shards_encoded": f"{total['shards']} of {len(ready)}",
+                   "tokens_per_parameter": rows_table(corpus_verdict(total["train_tokens"], vocab))}
+        yield materialization(context.instance, TOKEN_SHARDS, shard, md, stats.key, CODE_VERSIONS[TOKEN_SHARDS],
+                              {"deduped_documents": shard, TOKENIZER: None})
+
+    yield from each_shard(context, one)

@@ -16,21 +16,10 @@ from pipelines.data.corpus import ShardInfo
 from pipelines.data.documents import DOC_SCHEMA, Rejection, documents_table, rejections_table
 from stages.config import YunqueConfig
 from stages.store import DataStore, StageStats, cache_key, drop_counts, read_table
+from stages.versions import CODE_VERSIONS
 
 log = logging.getLogger(__name__)
 
-# Bump when a stage's logic changes: it is part of the cache key and the Dagster
-# code_version, so the UI marks downstream materializations stale.
-CODE_VERSIONS = {
-    "raw_documents": "1",
-    "clean_documents": "1",
-    "filtered_documents": "2",  # 2: per-document rule metrics (filter_metrics.parquet), resolved profile
-    "minhash_signatures": "3",  # 3: affine32 signatures, columnar per-band index
-    "dedup_index": "3",
-    "deduped_documents": "3",
-    "tokenizer": "1",
-    "token_shards": "1",
-}
 
 FILTERED_SCHEMA = pa.schema([*DOC_SCHEMA, pa.field("lang", pa.string()), pa.field("lang_score", pa.float32())])
 

@@ -37,14 +37,14 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from stages import remote as remote_home
 from stages.env import home_url
 from stages.store_sync import StoreSync
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MANIFEST = "_manifest.json"
 PART = "part-0.parquet"
@@ -227,6 +227,8 @@ class DataStore(StoreSync):
         tmp = Path(tempfile.mkdtemp(dir=self.staging(), prefix=f"{asset}.{shard or '_'}."))
         leftover: Path | None = tmp  # removed on every way out but the swap (token arrays can be gigabytes)
         try:
+            import pyarrow.parquet as pq  # loaded when a stage writes, not when the code location loads
+
             for name, table in tables.items():
                 pq.write_table(table, tmp / name, compression="zstd")
             for name, text in (extra_files or {}).items():
@@ -272,6 +274,8 @@ KEY_META = b"yunque_cache_key"
 def _file_key(path: Path) -> str | None:
     if not path.exists():
         return None
+    import pyarrow.parquet as pq
+
     meta = pq.read_schema(path).metadata or {}
     value = meta.get(KEY_META)
     return value.decode() if value else None
@@ -283,6 +287,8 @@ def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> N
     fd, tmp = tempfile.mkstemp(dir=scratch or path.parent, prefix=".tmp.", suffix=".part")
     os.close(fd)
     try:
+        import pyarrow.parquet as pq
+
         pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, path)
     except BaseException:
@@ -298,6 +304,8 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    import pyarrow.parquet as pq
+
     return pq.read_table(path, columns=columns)
 
 

@@ -24,9 +24,10 @@ from pipelines.tokens.token_format import (
 )
 from pipelines.tokens.tokenizer import DocumentEncoder, TokenizerError, is_validation, load_encoder
 from stages.config import YunqueConfig
-from stages.ingest import CODE_VERSIONS, upstream_key
+from stages.ingest import upstream_key
 from stages.store import DataStore, StageStats, cache_key
 from stages.tokenizer import BATCH, SPLIT_FIELDS, TOKEN_SHARDS, TOKENIZER
+from stages.versions import CODE_VERSIONS
 
 
 def token_shard_key(store: DataStore, shard: str, cfg: YunqueConfig) -> tuple[str, str]:

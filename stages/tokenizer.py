@@ -18,8 +18,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from pipelines.tokens.tokenizer import (
     ENCODER_FILE,
     PROBES,
@@ -31,8 +29,8 @@ from pipelines.tokens.tokenizer import (
     train_bpe,
 )
 from stages.config import YunqueConfig
-from stages.ingest import CODE_VERSIONS
 from stages.store import DataStore, StageStats, cache_key
+from stages.versions import CODE_VERSIONS
 
 TOKENIZER = "tokenizer"
 TOKEN_SHARDS = "token_shards"
@@ -41,6 +39,8 @@ BATCH = 1024  # documents per encode call
 
 def _docs(store: DataStore, shards: Sequence[str], columns: list[str]) -> Iterator[dict]:
     for s in sorted(shards):
+        import pyarrow.parquet as pq  # loaded when the stage reads, not when the code location loads
+
         pf = pq.ParquetFile(store.part("deduped_documents", s))
         for batch in pf.iter_batches(batch_size=BATCH, columns=columns):
             yield from batch.to_pylist()

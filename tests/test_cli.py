@@ -27,7 +27,8 @@ def test_run_select_and_outputs(tmp_path):
     select = " or ".join(["key:raw_documents"] * 6)
     p = yunque("--home", str(home), "run", "--corpus", str(corpus), "--select", select)
     assert p.returncode == 0, p.stderr
-    assert "[foro] raw_documents 8->6" in p.stdout and "[manuales] raw_documents 10->10" in p.stdout
+    # both shards in one run (a batch): documents read in and kept, summed over the batch
+    assert "[2 shards: foro .. manuales] raw_documents 2 shards 18->16" in p.stdout, p.stdout
     assert (home / "dagster" / "dagster.yaml").exists()
     raw = pl.read_parquet(f"{home}/data/raw_documents/*/*.parquet")
     assert set(raw["shard"]) == {"foro", "manuales"}
@@ -64,7 +65,7 @@ def test_vocabulary_too_large_for_the_corpus_is_a_clear_error(tmp_path):
     p = yunque("--home", str(tmp_path / "home"), "run", "--corpus", str(corpus))
     assert p.returncode == 1
     assert "tokenizer" in p.stderr and "lower tokenizer.vocab_size" in p.stderr, p.stderr
-    assert "[foro] deduped_documents" in p.stdout
+    assert "deduped_documents 2 shards" in p.stdout
     assert not (tmp_path / "home" / "data" / "token_shards").exists()
 
 

@@ -121,13 +121,14 @@ def test_whole_data_graph(home, corpus):
     add_shard(root, "nuevo")
     third = run_graph(str(root), overrides=SMALL_RUN)
     assert third.ok
-    sig_runs = {r.partition: r.assets["minhash_signatures"]["cached"] for r in third.runs
-                if "minhash_signatures" in r.assets}
+    sig_runs = {shard: m["cached"] for r in third.runs for (a, shard), m in r.per_shard.items()
+                if a == "minhash_signatures"}
     assert sig_runs == {"foro": True, "manuales": True, "nuevo": False}
     kept = pl.read_parquet(f"{home}/data/deduped_documents/*/*.parquet")
     assert set(kept["shard"]) == {"foro", "manuales", "nuevo"}
     # ... and it is encoded with the existing tokenizer, which is not retrained
-    md = {(r.partition, k): m for r in third.runs for k, m in r.assets.items()}
+    md = {**{(None, k): m for r in third.runs if not r.shards for k, m in r.assets.items()},
+          **{(shard, a): m for r in third.runs for (a, shard), m in r.per_shard.items()}}
     assert md[(None, "tokenizer")]["cached"] is True
     assert md[("nuevo", "token_shards")]["cached"] is False
     for shard in ("foro", "manuales"):
@@ -157,7 +158,8 @@ def test_select_runs_only_the_selection(home, corpus):
     phases = plan("key:raw_documents")
     assert [[k.to_user_string() for k in p.keys] for p in phases] == [["raw_documents"]]
     summary = run_graph(str(root), select="key:raw_documents")
-    assert summary.ok and len(summary.runs) == 2
+    assert summary.ok and len(summary.runs) == 1  # both shards in one batch
+    assert summary.runs[0].shards == ["foro", "manuales"] and set(summary.runs[0].assets) == {"raw_documents"}
     assert not (home / "data" / "clean_documents").exists()
     with pytest.raises(ValueError, match="matches no asset"):
         plan("key:nope")
@@ -166,6 +168,7 @@ def test_select_runs_only_the_selection(home, corpus):
 def test_shard_sensor_registers_new_shards(home, tmp_path):
     from assets.definitions import defs
     from resources import CorpusStorage
+    from tests.test_shard_sensor import _requested
 
     root = tmp_path / "watched"
     add_shard(root, "uno")
@@ -174,7 +177,7 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
     resources = {"corpus": CorpusStorage(uri=str(root))}
     ctx = dg.build_sensor_context(instance=instance, resources=resources)
     result = sensor(ctx)
-    assert [r.partition_key for r in result.run_requests] == ["uno"]
+    assert _requested(result) == ["uno"]
     assert result.dynamic_partitions_requests[0].partition_keys == ["uno"]
     instance.add_dynamic_partitions("shards", ["uno"])
 
@@ -186,7 +189,7 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
     add_shard(root, "dos", seed=5)
     ctx = dg.build_sensor_context(instance=instance, resources=resources, cursor=again.cursor or result.cursor)
     third = sensor(ctx)
-    assert [r.partition_key for r in third.run_requests] == ["dos"]
+    assert _requested(third) == ["dos"]
     assert third.dynamic_partitions_requests[0].partition_keys == ["dos"]
     assert json.loads(third.cursor).keys() == {"uno", "dos"}
     instance.add_dynamic_partitions("shards", ["dos"])
@@ -198,7 +201,7 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
     shutil.rmtree(root / "dos")
     ctx = dg.build_sensor_context(instance=instance, resources=resources, cursor=third.cursor)
     fourth = sensor(ctx)
-    assert [r.partition_key for r in fourth.run_requests] == ["uno"]
+    assert _requested(fourth) == ["uno"]
     assert [(type(r).__name__, r.partition_keys) for r in fourth.dynamic_partitions_requests] == [
         ("DeleteDynamicPartitionsRequest", ["dos"])]
 

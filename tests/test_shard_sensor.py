@@ -9,6 +9,7 @@ import shutil
 import dagster as dg
 
 from assets.definitions import ASSETS, build_resources
+from assets.jobs import PER_SHARD
 from assets.sensors import shard_sensor
 from resources import CorpusStorage
 from tests.factory import add_shard
@@ -23,6 +24,17 @@ def _materialize_raw(instance: dg.DagsterInstance, home, root, shard: str) -> No
 def _tick(instance: dg.DagsterInstance, root, cursor: str | None) -> dg.SensorResult:
     ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"corpus": CorpusStorage(uri=str(root))})
     return shard_sensor(ctx)
+
+
+def _requested(result: dg.SensorResult) -> list[str]:
+    """The shards a tick requests: one backfill of shard_job's four assets over all of them."""
+    if not result.run_requests:
+        return []
+    assert len(result.run_requests) == 1, "one backfill per tick, however many shards"
+    subset = result.run_requests[0].asset_graph_subset
+    keys = {a: sorted(subset.get_partitions_subset(dg.AssetKey(a)).get_partition_keys()) for a in PER_SHARD}
+    assert len({tuple(v) for v in keys.values()}) == 1, keys
+    return keys["raw_documents"]
 
 
 def test_sensor_skips_what_is_materialized_and_requests_what_is_new_or_changed(tmp_path):
@@ -41,7 +53,7 @@ def test_sensor_skips_what_is_materialized_and_requests_what_is_new_or_changed(t
         # empty cursor: registered and read with today's files, so not requested; "tres"
         # is registered but was never read
         first = _tick(instance, root, None)
-        assert [r.partition_key for r in first.run_requests] == ["tres"]
+        assert _requested(first) == ["tres"]
         assert not first.dynamic_partitions_requests
         assert json.loads(first.cursor).keys() == {"uno", "dos", "tres"}
 
@@ -55,7 +67,7 @@ def test_sensor_skips_what_is_materialized_and_requests_what_is_new_or_changed(t
         (root / "dos" / "extra.txt").write_text("Otro documento más, con algunas palabras.", encoding="utf-8")
         shutil.rmtree(root / "tres")
         later = _tick(instance, root, None)
-        assert sorted(r.partition_key for r in later.run_requests) == ["cuatro", "dos"]
+        assert _requested(later) == ["cuatro", "dos"]
         requests = [(type(r).__name__, list(r.partition_keys)) for r in later.dynamic_partitions_requests]
         assert requests == [("AddDynamicPartitionsRequest", ["cuatro"]), ("DeleteDynamicPartitionsRequest", ["tres"])]
 
@@ -67,7 +79,7 @@ def test_a_materialization_without_fingerprint_is_requested_again(tmp_path):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("shards", ["uno"])
         instance.report_runless_asset_event(dg.AssetMaterialization("raw_documents", partition="uno"))
-        assert [r.partition_key for r in _tick(instance, root, None).run_requests] == ["uno"]
+        assert _requested(_tick(instance, root, None)) == ["uno"]
 
 
 def test_sensor_says_what_it_does():
@@ -91,8 +103,8 @@ def test_a_shard_an_unfinished_backfill_will_read_is_left_to_it(tmp_path):
         backfill = client.submit(instance, defs, [dg.AssetKey("raw_documents")], ["uno"], tags={},
                                  run_config=None, title="test")
         first = _tick(instance, root, None)
-        assert [r.partition_key for r in first.run_requests] == ["dos"]
+        assert _requested(first) == ["dos"]
         assert "uno" not in json.loads(first.cursor), "left out of the cursor: the next tick looks again"
         client.cancel(instance, backfill)  # CANCELING still counts; a finished one does not
         instance.update_backfill(instance.get_backfill(backfill).with_status(BulkActionStatus.CANCELED))
-        assert [r.partition_key for r in _tick(instance, root, first.cursor).run_requests] == ["uno"]
+        assert _requested(_tick(instance, root, first.cursor)) == ["uno"]

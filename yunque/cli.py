@@ -121,11 +121,20 @@ def _eval_summary(metadata: dict, home: Path) -> None:
 
 def _line(report) -> str:
     """A finished run, in one line: what each asset did, then ok / FAILED, naming failed checks."""
-    parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in report.assets.items()]
+    if len(report.shards) > 1:  # a batch of shards: per asset, documents in and out and cache hits
+        parts = []
+        for name in dict.fromkeys(a for a, _ in report.per_shard):
+            mds = [m for (a, _), m in report.per_shard.items() if a == name]
+            cached = sum(bool(m.get("cached")) for m in mds)
+            docs = (f" {sum(m.get('documents_in', 0) for m in mds):,}->{sum(m.get('documents_out', 0) for m in mds):,}"
+                    if any("documents_in" in m for m in mds) else "")
+            parts.append(f"{name} {len(mds)} shards{docs}{f' ({cached} cached)' if cached else ''}")
+    else:
+        parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in report.assets.items()]
     status = "ok" if report.ok else f"FAILED: {report.error}"
     if report.failed_checks:
         status += f" (checks failed: {', '.join(report.failed_checks)})"
-    return f"[{report.partition or 'corpus'}] {'; '.join(parts) or '-'}  {status}"
+    return f"[{report.label}] {'; '.join(parts) or '-'}  {status}"
 
 
 def _settings(args: argparse.Namespace, home: Path, overrides: dict):
@@ -190,7 +199,7 @@ def _finish(home: Path, reports: list, shards: list[str], preset: str) -> None:
     if checks:
         print(f"failed checks:      {', '.join(checks)}")
     for r in failed:
-        print(f"  failed: {r.partition or '(corpus)'}: {r.error} (run {r.run_id})", file=sys.stderr)
+        print(f"  failed: {r.label}: {r.error} (run {r.run_id})", file=sys.stderr)
 
 
 def _interrupt(signum, frame) -> None:

@@ -45,6 +45,7 @@ def _eta(seconds: float | None) -> str:
 
 def follow(follower, data: Path, describe: Callable[[object], str], poll_s: float = 1.0) -> None:
     """Until the backfill ends. `describe(report)` gives a finished run's line."""
+    follower.poll()
     first = follower.progress()
     quiet = not sys.stderr.isatty()  # in a log file the bars would be a stream of redraws: lines only
     bar = tqdm(total=first.planned, desc="asset partitions", unit="", dynamic_ncols=True, disable=quiet,
@@ -53,7 +54,8 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
     said = 0.0  # when the training line was last written out (log files only)
     try:
         while True:
-            ended = follower.finished()  # read before the runs: a run that ends after it is seen next loop
+            follower.poll()
+            ended = follower.finished()
             for report in follower.new_reports():
                 tqdm.write(describe(report))
             p = follower.progress()
@@ -74,6 +76,7 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
                 running = ", ".join(f"{a}[{k}]" if k else a for a, k in p.active[:4])
                 train_line.set_description_str(f"  running: {running}" if running else "  waiting for the next runs")
             if ended:
+                follower.poll()  # the runs as they were when the backfill ended
                 for report in follower.new_reports():
                     tqdm.write(describe(report))
                 break

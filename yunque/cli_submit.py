@@ -59,7 +59,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
     if not daemon.serving(instance):
         log = Path(instance.root_directory) / "daemon.log"
         print(f"starting a Dagster daemon for this run (log: {log})")
-        own = daemon.start(log)
+        own = daemon.start(log, backfills_only=True)
         try:
             daemon.wait_serving(instance, own, log)
         except RuntimeError as e:

@@ -18,9 +18,12 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import xxhash
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # GPT-4-style split (letters with an optional leading space or symbol, punctuation runs,
 # newlines, whitespace) with one difference: every digit is its own piece, which makes
@@ -201,6 +204,8 @@ class DocumentEncoder:
         """Like encode_batch, as uint32 arrays: tiktoken writes them straight from Rust, so
         no Python int is created per token (a third of the time of encode-then-pack)."""
         if self.tt is None:
+            import numpy as np  # loaded when encoding, not with the code location that names this module
+
             return [np.asarray(ids, np.uint32) for ids in self.encode_batch(texts)]
         fn = partial(self.tt.encode_to_numpy, allowed_special=self.TAGS, disallowed_special=())
         if threads <= 1 or len(texts) < 2:

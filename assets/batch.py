@@ -1,0 +1,138 @@
+"""Per-shard assets over a batch of shards in one run, the Dagster way.
+
+A run costs process start-up and a code-location import (seconds on a loaded machine),
+while one shard's stage work can take less. So the per-shard assets carry
+`BackfillPolicy.multi_run(SHARDS_PER_RUN)`: a backfill (from `yunque run`, the UI, a
+sensor or the automation) puts up to that many shards in one run, and the asset function
+walks `context.partition_keys`.
+
+One bad shard must not cost its batch: each shard's outputs are committed and reported as
+soon as they are made, with their own materialization event (metadata, data version and
+input versions per shard), so the UI's per-partition view is what one run per shard gives.
+A shard that raises is logged and skipped; after the batch the step fails with one line
+naming every failed shard and why. Dagster's asset backfill counts the partitions of a
+failed ranged run that were materialized as done and only the others as failed, so a
+re-run (the stages are memoised) recomputes only the failed shards.
+
+The events are yielded by hand (an `AssetMaterialization` per shard, an
+`AssetCheckEvaluation` per shard for the checks the asset carries) because a step over a
+range that returns one result reports the same metadata and data version for every
+partition in it, and a step that raises reports none.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import dagster as dg
+from dagster._core.definitions.data_version import (
+    CODE_VERSION_TAG,
+    DATA_VERSION_IS_USER_PROVIDED_TAG,
+    DATA_VERSION_TAG,
+    NULL_EVENT_POINTER,
+    get_input_data_version_tag,
+    get_input_event_pointer_tag,
+)
+
+# Shards per run of a per-shard asset. At a few seconds of start-up per run this keeps the
+# overhead of 1,000 shards to about 30 runs per phase; set 1 for one run per shard (per-shard
+# isolation and retries). Read when the code location loads: the daemon's and the UI's too.
+# backfill_policy is a beta parameter of Dagster's; we rely on it knowingly
+warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*backfill_policy.*")
+
+SHARDS_PER_RUN = max(1, int(os.environ.get("YUNQUE_SHARDS_PER_RUN", "32")))
+POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=SHARDS_PER_RUN)
+
+Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
+
+
+def materialization(instance: dg.DagsterInstance, asset: str, shard: str, metadata: Mapping[str, Any], version: str,
+                    code_version: str, inputs: Mapping[str, str | None] | None = None) -> dg.AssetMaterialization:
+    """One shard's materialization of `asset`, with the data version the stage's cache key
+    gives (a cache hit reports the same version, so automation and the UI's staleness see
+    no change) and its provenance as Dagster records it: the latest materialization (data
+    version and event) of each input, `inputs` mapping an upstream asset to its partition
+    (None for a whole-corpus one). The UI calls the shard stale when an input moved on."""
+    tags = {DATA_VERSION_TAG: version, DATA_VERSION_IS_USER_PROVIDED_TAG: "true", CODE_VERSION_TAG: code_version}
+    for upstream, partition in (inputs or {}).items():
+        key = dg.AssetKey(upstream)
+        found = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition else None), limit=1).records
+        record = found[0] if found else None
+        tags[get_input_data_version_tag(key)] = (record.event_log_entry.tags or {}).get(DATA_VERSION_TAG, "") \
+            if record else ""
+        tags[get_input_event_pointer_tag(key)] = str(record.storage_id) if record else NULL_EVENT_POINTER
+    return dg.AssetMaterialization(asset_key=asset, partition=shard, metadata=dict(metadata), tags=tags)
+
+
+def check_evaluation(instance: dg.DagsterInstance, asset: str, check: str, shard: str, result: dg.AssetCheckResult,
+                     blocking: bool) -> dg.AssetCheckEvaluation:
+    """A check result for one shard of a batch (a step over a range has no single partition
+    for `AssetCheckResult` to take), tied to the shard's latest materialization as Dagster
+    ties its own: automation's "blocking checks passed" and the UI read that link."""
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationTargetMaterializationData,  # not exported; what a check step records
+    )
+
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[shard]), limit=1).records
+    target = (AssetCheckEvaluationTargetMaterializationData(run_id=found[0].run_id, storage_id=found[0].storage_id,
+                                                           timestamp=found[0].timestamp) if found else None)
+    return dg.AssetCheckEvaluation(asset_key=dg.AssetKey(asset), check_name=check, passed=result.passed,
+                                   metadata=dict(result.metadata or {}), severity=result.severity,
+                                   description=result.description, blocking=blocking, partition=shard,
+                                   target_materialization_data=target)
+
+
+def _reason(e: BaseException) -> str:
+    text = (e.description if isinstance(e, dg.Failure) and e.description else str(e)) or type(e).__name__
+    return " ".join(text.split())
+
+
+def each_shard(context: dg.AssetExecutionContext, work: Callable[[str], Iterable[Event]]) -> Iterator[Any]:
+    """Run `work(shard)` for every shard of the run, yielding its events as they come; a
+    shard that raises is logged and left out. Then the outputs of the selected checks (the
+    evaluations are already yielded per shard), and a `BatchFailure` naming the failed
+    shards, if any."""
+    failed: dict[str, str] = {}
+    shards = list(context.partition_keys)
+    for shard in shards:
+        try:
+            yield from work(shard)
+        except Exception as e:  # noqa: BLE001 (any error in one shard's stages is that shard's alone)
+            failed[shard] = _reason(e)
+            context.log.error(f"shard {shard} failed: {failed[shard]}")
+    selected = context.selected_asset_check_keys
+    for name, spec in context.assets_def.check_specs_by_output_name.items():
+        if spec.key in selected:
+            yield dg.Output(None, output_name=name)
+    if failed:
+        listed = "; ".join(f"{s}: {why}" for s, why in failed.items())
+        done = len(shards) - len(failed)
+        raise dg.Failure(
+            description=f"{len(failed)} of {len(shards)} shards failed ({listed}). The other {done} are committed and "
+                        "materialized; re-running the failed shards recomputes only them.",
+            metadata={"failed_shards": dg.MetadataValue.json(failed)},
+            allow_retries=False,  # a retry would redo the same failing input; the others are done
+        )
+
+
+def batches(order: list[str], wanted: Iterable[str], size: int = SHARDS_PER_RUN) -> list[list[str]]:
+    """`wanted` shards cut into runs of at most `size`, each a contiguous range of the
+    partitions' order (a ranged run covers every key between its first and its last)."""
+    wanted = set(wanted)
+    out: list[list[str]] = []
+    run: list[str] = []
+    for key in order:
+        if key in wanted and len(run) < size:
+            run.append(key)
+            continue
+        if run:
+            out.append(run)
+        run = [key] if key in wanted else []
+    if run:
+        out.append(run)
+    return out

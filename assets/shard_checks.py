@@ -1,0 +1,95 @@
+"""The checks deduped_documents carries for each shard: nothing lost (blocking) and
+language purity. They are the asset's own check specs, evaluated per shard inside its
+batch step (`assets.batch`), since a separate check step over a range of shards could not
+report a result per shard.
+
+Each says in its `description` what passing means; its result says in words what was
+found (a failure starts with FAILED) and its metadata names what failed."""
+
+import warnings
+
+import dagster as dg
+
+from assets.partitions import shards
+
+# Partitioned asset checks are a Dagster preview feature; we rely on it knowingly.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+ASSET = "deduped_documents"
+PURITY_SAMPLE = 500  # kept documents that fastText labels again
+PURITY_SHARE = 0.95  # of them that must come out in the target language
+EXAMPLES = 10
+
+EVERY_DOCUMENT_ONCE = dg.AssetCheckSpec(
+    "every_document_once", asset=ASSET, partitions_def=shards, blocking=True,
+    description="Passes when every document read from the shard (raw_documents and the read rejections) appears "
+                "exactly once across deduped_documents and the rejections of every stage: none lost, none counted "
+                "twice, none from elsewhere. Blocking: a failure fails the run's step, after the batch's other "
+                "shards are done.",
+)
+LANGUAGE_IS_PURE = dg.AssetCheckSpec(
+    "language_is_pure", asset=ASSET, partitions_def=shards,
+    description=f"Passes when every kept document carries the target language (langid.language) and fastText "
+                f"labels at least {PURITY_SHARE:.0%} of a sample of {PURITY_SAMPLE} final (paragraph-deduped) texts "
+                "as that language again. A shard with no kept documents passes.",
+)
+SPECS = [EVERY_DOCUMENT_ONCE, LANGUAGE_IS_PURE]
+
+
+def every_document_once(store, shard: str) -> dg.AssetCheckResult:
+    from stages.audit import exactly_once
+
+    acc = exactly_once(store, shard)
+    if acc.ok:
+        text = f"all {acc.read} documents read are accounted for once: {acc.kept} kept, {acc.rejected} rejected"
+    else:
+        problems = [f"{what}: {', '.join(ids)}" for what, ids in (
+            ("read but neither kept nor rejected", acc.missing), ("kept or rejected more than once", acc.duplicated),
+            ("kept or rejected but never read", acc.unknown)) if ids]
+        text = f"FAILED for shard {shard}: " + "; ".join(problems) + " (up to 20 ids each)"
+    return dg.AssetCheckResult(
+        passed=acc.ok, description=text,
+        metadata={"read": acc.read, "kept": acc.kept, "rejected": acc.rejected,
+                  "missing_doc_ids": dg.MetadataValue.json(acc.missing),
+                  "duplicated_doc_ids": dg.MetadataValue.json(acc.duplicated),
+                  "unknown_doc_ids": dg.MetadataValue.json(acc.unknown)},
+    )
+
+
+def _impure_examples(store, shard: str, language: str, max_chars: int) -> list[dict]:
+    """Kept documents labelled with another language, then those of the sample that
+    fastText no longer labels as the target (only computed when the check fails)."""
+    import pyarrow.parquet as pq
+
+    from pipelines.data.langid import detect
+
+    t = pq.read_table(store.part(ASSET, shard), columns=["doc_id", "source", "text", "lang"])
+    rows = t.to_pylist()
+    out = [{"doc_id": r["doc_id"], "source": r["source"], "stored_lang": r["lang"], "detected": None}
+           for r in rows if r["lang"] != language][:EXAMPLES]
+    sample = rows[:PURITY_SAMPLE]
+    for r, (lang, p) in zip(sample, detect([r["text"] for r in sample], max_chars)):
+        if lang != language and len(out) < EXAMPLES:
+            out.append({"doc_id": r["doc_id"], "source": r["source"], "stored_lang": r["lang"],
+                        "detected": f"{lang} ({p:.2f})"})
+    return out
+
+
+def language_is_pure(store, shard: str, cfg) -> dg.AssetCheckResult:
+    from stages.audit import language_purity
+
+    lid = cfg.langid
+    p = language_purity(store, shard, lid.language, sample=PURITY_SAMPLE, max_chars=lid.max_chars)
+    passed = p.labelled_other == 0 and p.redetected_target >= PURITY_SHARE
+    md = {"kept": p.checked, "labelled_other": p.labelled_other,
+          "redetected_target_share": round(p.redetected_target, 4), "required_share": PURITY_SHARE,
+          "language": lid.language}
+    if passed:
+        text = (f"all {p.checked} kept documents are labelled {lid.language}; fastText agrees on "
+                f"{p.redetected_target:.1%} of the sample")
+    else:
+        text = (f"FAILED for shard {shard}: {p.labelled_other} kept documents labelled with another language; "
+                f"fastText labels {p.redetected_target:.1%} of the sample {lid.language} "
+                f"(required {PURITY_SHARE:.0%}); see impure_examples")
+        md["impure_examples"] = dg.MetadataValue.json(_impure_examples(store, shard, lid.language, lid.max_chars))
+    return dg.AssetCheckResult(passed=passed, description=text, metadata=md)
