@@ -25,6 +25,7 @@ from dagster._core.utils import make_new_backfill_id
 
 from assets.partitions import shards as shards_def
 from resources import CorpusStorage
+from stages.data_plan import DataPlan
 
 BACKFILL_TAG = "dagster/backfill"
 PARTITION_TAG = "dagster/partition"
@@ -78,18 +79,30 @@ def backfill_title(text: str) -> str:
     return text if len(text) <= 100 else text[:99] + "…"
 
 
-def submit(instance: dg.DagsterInstance, defs: dg.Definitions, keys: list[dg.AssetKey], partitions: list[str],
-           tags: dict[str, str], run_config: dict | None, title: str) -> str:
-    """One asset backfill of `keys`: every partition in `partitions` of the per-shard
-    assets, the whole-corpus assets once. Returns the backfill id."""
+def targets(instance: dg.DagsterInstance, defs: dg.Definitions, keys: list[dg.AssetKey], partitions: list[str],
+            fresh: DataPlan | None = None) -> set[AssetKeyPartitionKey]:
+    """What a backfill of `keys` must materialize: every partition in `partitions` of the
+    per-shard assets and the whole-corpus assets once, less the data outputs that `fresh`
+    (`stages.data_plan`) finds up to date and that the instance has a materialization of
+    (so the UI shows what is on disk)."""
     graph = defs.resolve_asset_graph()
-    targets = set()
+    out = set()
     for key in keys:
+        name = key.to_user_string()
         if graph.get(key).partitions_def is None:
-            targets.add(AssetKeyPartitionKey(key, None))
-        else:
-            targets |= {AssetKeyPartitionKey(key, p) for p in partitions}
-    subset = AssetGraphSubset.from_asset_partition_set(targets, graph)
+            if not (fresh and fresh.is_fresh(name) and instance.get_latest_materialization_event(key)):
+                out.add(AssetKeyPartitionKey(key, None))
+            continue
+        recorded = instance.get_materialized_partitions(key) if fresh and name in fresh.fresh_shards else set()
+        out |= {AssetKeyPartitionKey(key, p) for p in partitions
+                if not (p in recorded and fresh.is_fresh(name, p))}
+    return out
+
+
+def submit(instance: dg.DagsterInstance, defs: dg.Definitions, chosen: set[AssetKeyPartitionKey],
+           tags: dict[str, str], run_config: dict | None, title: str) -> str:
+    """One asset backfill of the asset partitions `chosen` (`targets`). Returns its id."""
+    subset = AssetGraphSubset.from_asset_partition_set(chosen, defs.resolve_asset_graph())
     backfill_id = make_new_backfill_id()
     short = backfill_title(title)
     instance.add_backfill(PartitionBackfill.from_asset_graph_subset(

@@ -30,8 +30,23 @@ from stages.store import DataStore, StageStats, drop_counts, read_table
 INDEX_ASSET = "dedup_index"
 
 
+def minhash_key(cfg: YunqueConfig, filtered: str) -> str:
+    return _key("minhash_signatures", cfg, ("dedup",), filtered)
+
+
+def index_key(cfg: YunqueConfig, signatures: dict[str, str]) -> str:
+    """dedup_index's key: the dedup settings and every consumed shard's signatures key."""
+    return _key(INDEX_ASSET, cfg, ("dedup",), dict(sorted(signatures.items())))
+
+
+def deduped_key(cfg: YunqueConfig, filtered: str, digest: str) -> str:
+    """deduped_documents' key: the shard's filtered documents and the index's digest of its
+    decisions for that shard (known once the index is built)."""
+    return _key("deduped_documents", cfg, ("dedup",), filtered, digest)
+
+
 def minhash_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats:
-    key = _key("minhash_signatures", cfg, ("dedup",), upstream_key(store, "filtered_documents", shard))
+    key = minhash_key(cfg, upstream_key(store, "filtered_documents", shard))
     with store.lock("minhash_signatures", shard):
         if hit := store.cached("minhash_signatures", shard, key):
             return hit
@@ -70,7 +85,7 @@ def dedup_index_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig
     index instead of rebuilding it; any other change rebuilds in full."""
     d = cfg.dedup
     upstream = {s: upstream_key(store, "minhash_signatures", s) for s in sorted(shards)}
-    key = _key(INDEX_ASSET, cfg, ("dedup",), upstream)
+    key = index_key(cfg, upstream)
     config = _key(INDEX_ASSET, cfg, ("dedup",))  # what decides whether an old index can be extended
     with store.lock(INDEX_ASSET):
         if hit := store.cached(INDEX_ASSET, None, key):
@@ -117,11 +132,11 @@ def deduped_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats
     # The index's line numbers refer to the texts its signatures were computed from: if the
     # shard was re-filtered since, applying them would cut the wrong lines.
     filtered_key = upstream_key(store, "filtered_documents", shard)
-    current = _key("minhash_signatures", cfg, ("dedup",), filtered_key)
+    current = minhash_key(cfg, filtered_key)
     if extra.get("shard_inputs", {}).get(shard) != current:
         raise StaleIndexError(f"dedup_index was built from older signatures of {shard!r}; "
                               "re-materialize minhash_signatures and dedup_index first")
-    key = _key("deduped_documents", cfg, ("dedup",), filtered_key, digest)
+    key = deduped_key(cfg, filtered_key, digest)
     with store.lock("deduped_documents", shard):
         if hit := store.cached("deduped_documents", shard, key):
             return hit

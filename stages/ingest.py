@@ -28,6 +28,24 @@ def _key(asset: str, cfg: YunqueConfig, sections: tuple[str, ...], *upstream: st
     return cache_key(asset, CODE_VERSIONS[asset], cfg.section_hash(*sections) if sections else "", *upstream)
 
 
+def read_key(cfg: YunqueConfig, fingerprint: str) -> str:
+    """raw_documents' key: the reader settings and the shard's files as listed."""
+    return _key("raw_documents", cfg, ("reader",), fingerprint)
+
+
+def clean_key(cfg: YunqueConfig, raw: str) -> str:
+    return _key("clean_documents", cfg, ("clean",), raw)
+
+
+def filter_key(store: DataStore, cfg: YunqueConfig, clean: str) -> str:
+    """filtered_documents' key: language ID settings, the resolved filter profile (with any
+    adopted calibration, which lives in the store) and the cleaned documents' key."""
+    from stages.filter_profile import filters_key
+
+    return cache_key("filtered_documents", CODE_VERSIONS["filtered_documents"], cfg.section_hash("langid"),
+                     filters_key(cfg.filters, store), clean)
+
+
 def upstream_key(store: DataStore, asset: str, shard: str | None) -> str:
     m = store.manifest(asset, shard)
     if m is None:
@@ -55,7 +73,7 @@ def _bytes(table: pa.Table) -> int:
 def read_stage(store: DataStore, fs, root: str, shard: ShardInfo, cfg: YunqueConfig, progress: bool = False) -> StageStats:
     from pipelines.data.readers import read_shard
 
-    key = _key("raw_documents", cfg, ("reader",), shard.fingerprint)
+    key = read_key(cfg, shard.fingerprint)
     with store.lock("raw_documents", shard.key):
         if hit := store.cached("raw_documents", shard.key, key):
             return hit
@@ -81,7 +99,7 @@ def read_stage(store: DataStore, fs, root: str, shard: ShardInfo, cfg: YunqueCon
 def clean_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool = False) -> StageStats:
     from pipelines.data.extract import html_to_text, normalize_text
 
-    key = _key("clean_documents", cfg, ("clean",), upstream_key(store, "raw_documents", shard))
+    key = clean_key(cfg, upstream_key(store, "raw_documents", shard))
     with store.lock("clean_documents", shard):
         if hit := store.cached("clean_documents", shard, key):
             return hit
@@ -122,8 +140,7 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
     from stages.filter_report import FILTER_METRICS, metrics_table
 
     fkey = filters_key(cfg.filters, store)  # the profile and any adopted calibration, not the raw section
-    key = cache_key("filtered_documents", CODE_VERSIONS["filtered_documents"], cfg.section_hash("langid"), fkey,
-                    upstream_key(store, "clean_documents", shard))
+    key = filter_key(store, cfg, upstream_key(store, "clean_documents", shard))
     with store.lock("filtered_documents", shard):
         if hit := store.cached("filtered_documents", shard, key):
             return hit

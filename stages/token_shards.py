@@ -30,21 +30,25 @@ from stages.tokenizer import BATCH, SPLIT_FIELDS, TOKEN_SHARDS, TOKENIZER
 from stages.versions import CODE_VERSIONS
 
 
+def encoded_key(cfg: YunqueConfig, tokenizer_hash: str, deduped: str) -> str:
+    """token_shards' key: the split settings, the tokenizer's hash and the shard's documents."""
+    return cache_key(TOKEN_SHARDS, CODE_VERSIONS[TOKEN_SHARDS], cfg.section_hash("tokenizer", fields=SPLIT_FIELDS),
+                     tokenizer_hash, deduped)
+
+
 def token_shard_key(store: DataStore, shard: str, cfg: YunqueConfig) -> tuple[str, str]:
     m = store.manifest(TOKENIZER)
     if m is None:
         raise FileNotFoundError("the tokenizer has not been materialized yet")
     tok_hash = m["stats"]["extra"]["tokenizer_hash"]
-    key = cache_key(TOKEN_SHARDS, CODE_VERSIONS[TOKEN_SHARDS], cfg.section_hash("tokenizer", fields=SPLIT_FIELDS),
-                    tok_hash, upstream_key(store, "deduped_documents", shard))
-    return key, tok_hash
+    return encoded_key(cfg, tok_hash, upstream_key(store, "deduped_documents", shard)), tok_hash
 
 
 def token_shard_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats:
     t = cfg.tokenizer
     key, tok_hash = token_shard_key(store, shard, cfg)
     with store.lock(TOKEN_SHARDS, shard):
-        if (hit := store.cached(TOKEN_SHARDS, shard, key)) and _intact(store.dir(TOKEN_SHARDS, shard)):
+        if (hit := store.cached(TOKEN_SHARDS, shard, key)) and intact(store.dir(TOKEN_SHARDS, shard)):
             return hit
         enc = load_encoder(str(store.dir(TOKENIZER)), tok_hash)
         if enc.hash != tok_hash:
@@ -107,7 +111,7 @@ def token_shard_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageS
         return stats
 
 
-def _intact(directory: Path) -> bool:
+def intact(directory: Path) -> bool:
     try:
         TokenShard.open(directory).verify()
         return True

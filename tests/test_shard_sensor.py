@@ -100,8 +100,8 @@ def test_a_shard_an_unfinished_backfill_will_read_is_left_to_it(tmp_path):
     add_shard(root, "dos", seed=2)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("shards", ["uno", "dos"])
-        backfill = client.submit(instance, defs, [dg.AssetKey("raw_documents")], ["uno"], tags={},
-                                 run_config=None, title="test")
+        chosen = client.targets(instance, defs, [dg.AssetKey("raw_documents")], ["uno"])
+        backfill = client.submit(instance, defs, chosen, tags={}, run_config=None, title="test")
         first = _tick(instance, root, None)
         assert _requested(first) == ["dos"]
         assert "uno" not in json.loads(first.cursor), "left out of the cursor: the next tick looks again"

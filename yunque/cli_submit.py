@@ -30,6 +30,18 @@ def _pruned(d: dict) -> dict:
     return out
 
 
+def _fresh(keys, resources):
+    """What the data stages find up to date (`stages.data_plan`), when the selection has
+    data assets: the key each output would have now against the one it has."""
+    from stages import data_plan
+
+    if not {k.to_user_string() for k in keys} & {*data_plan.PER_SHARD, *data_plan.WHOLE_CORPUS}:
+        return None
+    settings = resources["settings"]
+    listed = {s.key: s.fingerprint for s in resources["corpus"].shards()}
+    return data_plan.plan(settings.store(), settings.data_config(), listed)
+
+
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
     from assets import client, daemon
     from assets.definitions import build_resources, defs
@@ -49,10 +61,17 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         print(f"shards gone from the corpus, deregistered (their outputs stay on disk): {', '.join(gone)}")
     where = home if home_url() == str(home) else f"{home_url()} (local cache {home})"
     print(f"corpus {chosen.corpus} ({len(shards)} shards); home {where}; preset {chosen.preset}")
-    # submitted before a daemon of ours starts: its shard sensor then sees the backfill and leaves
-    # these shards to it instead of racing it with runs of its own
+    planned = client.targets(instance, defs, keys, shards)
+    chosen_targets = client.targets(instance, defs, keys, shards, _fresh(keys, resources))
+    if len(chosen_targets) < len(planned):
+        print(f"up to date, left out: {len(planned) - len(chosen_targets)} of {len(planned)} asset partitions "
+              "(their code, configuration and inputs are unchanged)")
+    if not chosen_targets:
+        print("nothing changed: no run started")
+        finish(home, [], shards, chosen.preset)
+        return 0
     backfill_id = client.submit(
-        instance, defs, keys, shards, tags={"yunque/command": "run"},
+        instance, defs, chosen_targets, tags={"yunque/command": "run"},
         run_config=_run_config(resources["settings"], resources["corpus"]),
         title=f"yunque run: {args.select or 'everything'}")
     own = None
