@@ -23,6 +23,7 @@ partition in it, and a step that raises reports none.
 from __future__ import annotations
 
 import os
+import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -104,7 +105,7 @@ def each_shard(context: dg.AssetExecutionContext, work: Callable[[str], Iterable
             yield from work(shard)
         except Exception as e:  # noqa: BLE001 (any error in one shard's stages is that shard's alone)
             failed[shard] = _reason(e)
-            context.log.error(f"shard {shard} failed: {failed[shard]}")
+            context.log.error(f"shard {shard} failed: {failed[shard]}\n{traceback.format_exc()}")
     selected = context.selected_asset_check_keys
     for name, spec in context.assets_def.check_specs_by_output_name.items():
         if spec.key in selected:

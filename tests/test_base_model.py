@@ -151,7 +151,7 @@ CANCEL_SCRIPT = textwrap.dedent("""
     from assets.runner import materialize_one
     home, corpus, overrides = sys.argv[1:4]
     resources = build_resources(home=home, corpus=corpus, preset="tiny", overrides=overrides)
-    print(materialize_one(["base_model"], None, resources).error)
+    print(materialize_one(["base_model"], [], resources).error)
 """)
 
 

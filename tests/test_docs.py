@@ -18,8 +18,8 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 MAIN_COMMAND = ("python3.11 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e . "
                 "&& .venv/bin/yunque run --preset tiny")
-TEST_COMMAND = ("python3.11 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e '.[dev,bench]' "
-                "&& .venv/bin/python -m pytest -q")
+TEST_COMMAND = ("python3.11 -m venv .venv && CMAKE_ARGS=-DGGML_NATIVE=OFF .venv/bin/pip install -q -c constraints.txt "
+                "-e '.[dev,bench]' && .venv/bin/python -m pytest -q")
 # A module path inside a code span: `stages/config.py`, `model/post_config.py::tiny`.
 MODULE = re.compile(r"(?<![\w/.-])((?:pipelines|model|stages|resources|assets|yunque|bench|tests)/[\w/]+\.py)\b")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")

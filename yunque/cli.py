@@ -127,7 +127,9 @@ def _line(report) -> str:
             mds = [m for (a, _), m in report.per_shard.items() if a == name]
             cached = sum(bool(m.get("cached")) for m in mds)
             docs = (f" {sum(m.get('documents_in', 0) for m in mds):,}->{sum(m.get('documents_out', 0) for m in mds):,}"
-                    if any("documents_in" in m for m in mds) else "")
+                    if any("documents_in" in m for m in mds) else
+                    f", {sum(m.get('train_tokens', 0) for m in mds):,} train tokens"
+                    if any("train_tokens" in m for m in mds) else "")
             parts.append(f"{name} {len(mds)} shards{docs}{f' ({cached} cached)' if cached else ''}")
     else:
         parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in report.assets.items()]
