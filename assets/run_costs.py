@@ -1,6 +1,7 @@
 """What the runs of an instance cost, from their own events: how many there are, and the
-median seconds from enqueued to started, from run start to first step, and from the last
-step's end to the run's end (what a run costs beyond its steps)."""
+median seconds from enqueued to launched (the queue), from launched to the run worker's
+start (a process start and a code-location import), from run start to first step, and
+from the last step's end to the run's end: what a run costs beyond its steps."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import statistics
 import dagster as dg
 from dagster._core.events import DagsterEventType
 
-KINDS = {DagsterEventType.RUN_ENQUEUED, DagsterEventType.RUN_START, DagsterEventType.RUN_SUCCESS,
+KINDS = {DagsterEventType.RUN_ENQUEUED, DagsterEventType.RUN_STARTING, DagsterEventType.RUN_START, DagsterEventType.RUN_SUCCESS,
          DagsterEventType.RUN_FAILURE, DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS,
          DagsterEventType.STEP_FAILURE}
 
@@ -19,7 +20,7 @@ def _median(xs: list[float]) -> float | None:
 
 
 def run_costs(instance: dg.DagsterInstance) -> dict[str, float | int | None]:
-    to_first, after_last, queued = [], [], []
+    to_first, after_last, queued, launch = [], [], [], []
     runs = instance.get_runs()
     for run in runs:
         at: dict[DagsterEventType, list[float]] = {}
@@ -33,9 +34,12 @@ def run_costs(instance: dg.DagsterInstance) -> dict[str, float | int | None]:
             to_first.append(min(steps) - start)
         if end is not None and ends:
             after_last.append(end - max(ends))
-        if start is not None and DagsterEventType.RUN_ENQUEUED in at:
-            queued.append(start - at[DagsterEventType.RUN_ENQUEUED][0])
-    return {"runs": len(runs), "enqueued_to_run_start_s": _median(queued),
+        starting = at.get(DagsterEventType.RUN_STARTING, [None])[0]
+        if starting is not None and DagsterEventType.RUN_ENQUEUED in at:
+            queued.append(starting - at[DagsterEventType.RUN_ENQUEUED][0])
+        if start is not None and starting is not None:
+            launch.append(start - starting)
+    return {"runs": len(runs), "enqueued_to_launched_s": _median(queued), "launched_to_run_start_s": _median(launch),
             "run_start_to_first_step_s": _median(to_first), "last_step_to_run_end_s": _median(after_last)}
 
 

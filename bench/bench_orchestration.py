@@ -217,8 +217,8 @@ def measure(n: int, args: argparse.Namespace) -> dict:
     corpus = write_corpus(base, n, args.docs_per_shard)
     rows: list[dict] = []
     for r in range(args.rounds):
-        order = ["daemon", "in_process", "direct"]
-        order = order[r % 3:] + order[: r % 3]
+        order = list(args.paths)
+        order = order[r % len(order):] + order[: r % len(order)]
         row: dict = {"round": r + 1, "order": order}
         for path in order:
             home = base / f"r{r}-{path}"
@@ -233,8 +233,9 @@ def measure(n: int, args: argparse.Namespace) -> dict:
                 row[f"{path}_runs"] = run_figures(home)["runs"]
             row[f"{path}_peak_rss_mb"] = round(peak_rss_mb(), 0) if peak_rss_mb() > rss0 else None
             print(f"  n={n} round {r + 1} {path}: {row[path]:.1f} s", flush=True)
-        row["overhead_daemon_over_direct"] = round(row["daemon"] / row["direct"], 3)
-        row["overhead_in_process_over_direct"] = round(row["in_process"] / row["direct"], 3)
+        for path in ("daemon", "in_process"):
+            if path in row and "direct" in row:
+                row[f"overhead_{path}_over_direct"] = round(row[path] / row["direct"], 3)
         rows.append(row)
     home = base / "r0-daemon"
     figures = run_figures(home)
@@ -256,7 +257,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2, help="worker processes of the direct path (the run queue's limit)")
     ap.add_argument("--out", default="/tmp/bench_orchestration")
+    ap.add_argument("--paths", nargs="+", default=["daemon", "in_process", "direct"],
+                    choices=["daemon", "in_process", "direct"], help="the daemon path is always measured")
     args = ap.parse_args(argv)
+    if "daemon" not in args.paths:
+        ap.error("--paths must include daemon (the home the later figures are read from)")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     results = []
     for n in args.shards:
@@ -265,9 +270,10 @@ def main(argv: list[str] | None = None) -> None:
         (Path(args.out) / "results.json").write_text(json.dumps(results, indent=1))
         m, f = res["median_s"], res["daemon_home"]
         print(f"{n} shards, {res['documents']:,} documents: daemon {m['daemon']} s ({f['runs']} runs), "
-              f"in-process {m['in_process']} s, direct {m['direct']} s; daemon/direct "
-              f"{res['overhead']['daemon_over_direct']}; up to date: {f['up_to_date_rerun_s']} s "
-              f"({f['up_to_date_rerun_runs']} runs); import {f['import_definitions_s']} s; run start -> first step "
+              f"in-process {m.get('in_process')} s, direct {m.get('direct')} s; overhead {res['overhead']}; "
+              f"up to date: {f['up_to_date_rerun_s']} s "
+              f"({f['up_to_date_rerun_runs']} runs); import {f['import_definitions_s']} s; launched -> run start "
+              f"{f['launched_to_run_start_s']} s, run start -> first step "
               f"{f['run_start_to_first_step_s']} s, last step -> run end {f['last_step_to_run_end_s']} s; "
               f"partitions query {f['partitions_query_s']} s, backfills query {f['backfills_query_s']} s", flush=True)
 

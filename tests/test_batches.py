@@ -112,3 +112,10 @@ def test_deduped_documents_reports_its_checks_per_shard(home, tmp_path):
         latest = instance.fetch_materializations(dg.AssetRecordsFilter(
             asset_key=dg.AssetKey("deduped_documents"), asset_partitions=[shard]), limit=1).records[0]
         assert c.target_materialization_data.storage_id == latest.storage_id
+
+    # what those three runs cost beyond their steps, from their own events
+    from assets.run_costs import run_costs
+
+    costs = run_costs(instance)
+    assert costs["runs"] == 3
+    assert 0 <= costs["run_start_to_first_step_s"] < 60 and 0 <= costs["last_step_to_run_end_s"] < 60
