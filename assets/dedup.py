@@ -5,8 +5,8 @@ from collections.abc import Iterator
 import dagster as dg
 
 from assets import shard_checks
-from assets.batch import POLICY, Event, check_evaluation, each_shard, materialization
-from assets.conditions import changed_deps
+from assets.batch import Event, check_evaluation, each_shard, materialization
+from assets.conditions import changed_deps, no_dep_requested
 from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
 from stages.versions import CODE_VERSIONS
@@ -17,13 +17,13 @@ AC = dg.AutomationCondition
 # eager(), one registered shard without signatures (failed, or still queued) does not
 # block the rebuild: the asset leaves such shards out and says so.
 INDEX_CONDITION = (
-    changed_deps().since_last_handled() & ~AC.any_deps_in_progress() & ~AC.in_progress()
+    changed_deps().since_last_handled() & no_dep_requested() & ~AC.any_deps_in_progress() & ~AC.in_progress()
 ).with_label("signatures changed")
 
 # A shard's deduped output follows the index, not its own filtered_documents: reacting to
 # the latter would race the index rebuild that the same update triggers.
 DEDUPED_CONDITION = (
-    changed_deps().ignore(dg.AssetSelection.assets("filtered_documents")).since_last_handled()
+    changed_deps(ignore=("filtered_documents",)).since_last_handled() & no_dep_requested()
     & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress()
 ).with_label("dedup_index changed")
 
@@ -55,10 +55,14 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
 
 @dg.asset(partitions_def=shards, deps=[dg.AssetKey("filtered_documents"), dedup_index],
           code_version=CODE_VERSIONS["deduped_documents"], group_name="data", kinds={"parquet"},
-          automation_condition=DEDUPED_CONDITION, backfill_policy=POLICY, output_required=False,
+          automation_condition=DEDUPED_CONDITION, backfill_policy=dg.BackfillPolicy.single_run(), output_required=False,
           check_specs=shard_checks.SPECS)
 def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings) -> Iterator[object]:
     """The shard's kept documents: filtered minus near-duplicates and repeated paragraphs.
+    Every shard of a backfill in one run (light work per shard: the shard's rows of the
+    index applied to its documents); a policy other than its parent's keeps Dagster from
+    putting it in the run of shard_documents, where it would wait on outputs a batch step
+    does not yield.
     Always a materialization when it succeeds, with zero rows if nothing is left to keep
     (a backfill counts a partition that yields nothing as failed, with everything
     downstream). If the index does not cover the shard's current signatures, the shard

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from assets.batch import POLICY, Event, each_shard, materialization
-from assets.conditions import changed_deps
+from assets.conditions import changed_deps, no_dep_requested
 from assets.dedup import deduped_documents
 from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
@@ -23,7 +23,7 @@ AC = dg.AutomationCondition
 # first evaluated, and this asset is missing from the start.) Requested again after a
 # failure only when more documents land.
 TOKENIZER_CONDITION = (
-    AC.missing() & changed_deps().since_last_handled() & ~AC.any_deps_missing()
+    AC.missing() & changed_deps().since_last_handled() & no_dep_requested() & ~AC.any_deps_missing()
     & ~AC.any_deps_in_progress() & ~AC.in_progress()
 ).with_label("missing, all shards deduplicated")
 
@@ -31,7 +31,7 @@ TOKENIZER_CONDITION = (
 # but never with a tokenizer whose blocking round-trip check failed (blocking checks only
 # hold inside one run, and the tokenizer and the shards always run apart).
 TOKENS_CONDITION = (
-    changed_deps().since_last_handled() & ~AC.any_deps_missing() & ~AC.any_deps_in_progress()
+    changed_deps().since_last_handled() & no_dep_requested() & ~AC.any_deps_missing() & ~AC.any_deps_in_progress()
     & ~AC.in_progress() & AC.all_deps_blocking_checks_passed()
 ).with_label("documents or tokenizer updated")
 

@@ -110,7 +110,7 @@ def test_cli_backfill_lands_in_postgres(postgres_url, tmp_path):  # noqa: F811
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 
     runs = _query(url, "SELECT status, count(*) FROM runs GROUP BY status")
-    assert [s for s, _ in runs] == ["SUCCESS"] and runs[0][1] >= 2, runs  # at least one run per shard
+    assert runs == [("SUCCESS", 1)], runs  # both shards in one batch
     materialized = set(_query(url, "SELECT asset_key, partition FROM event_logs "
                                    "WHERE dagster_event_type = 'ASSET_MATERIALIZATION'"))
     assert materialized == {(f'["{a}"]', s) for a in ("raw_documents", "clean_documents")
