@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -128,10 +129,13 @@ def direct(home: Path, corpus: Path, jobs: int) -> float:
 
     shards = sorted(p.name for p in corpus.iterdir() if p.is_dir())
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(jobs) as pool:
+    # spawned workers: this process has threads by now (Dagster, sqlite), and a forked child
+    # of a threaded process can hang on a lock one of them held (seen: 2 of 100 shards done)
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
         list(pool.map(_shard_chain, [str(home)] * len(shards), [str(corpus)] * len(shards), shards, chunksize=4))
     dedup.dedup_index_stage(DataStore(home), shards, preset("tiny"))
-    with ProcessPoolExecutor(jobs) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
         list(pool.map(_deduped, [str(home)] * len(shards), shards, chunksize=4))
     return time.perf_counter() - t0
 
@@ -244,9 +248,9 @@ def measure(n: int, args: argparse.Namespace) -> dict:
                 "import_definitions_s": import_seconds(home), **webserver_figures(home)}
     med = lambda k: round(statistics.median(r[k] for r in rows), 1)
     return {"shards": n, "documents": n * args.docs_per_shard, "rounds": rows,
-            "median_s": {p: med(p) for p in ("daemon", "in_process", "direct")},
-            "overhead": {"daemon_over_direct": [r["overhead_daemon_over_direct"] for r in rows],
-                         "in_process_over_direct": [r["overhead_in_process_over_direct"] for r in rows]},
+            "median_s": {p: med(p) for p in args.paths},
+            "overhead": {f"{p}_over_direct": [r[f"overhead_{p}_over_direct"] for r in rows]
+                         for p in ("daemon", "in_process") if f"overhead_{p}_over_direct" in rows[0]},
             "daemon_home": figures}
 
 
