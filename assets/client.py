@@ -24,6 +24,7 @@ from dagster._core.execution.backfill import (
 from dagster._core.utils import make_new_backfill_id
 
 from assets.partitions import shards as shards_def
+from pipelines.data.corpus import ShardInfo
 from resources import CorpusStorage
 from stages.data_plan import DataPlan
 
@@ -56,11 +57,12 @@ def select(defs: dg.Definitions, selection: str | None) -> list[dg.AssetKey]:
     return [k for level in graph.toposorted_asset_keys_by_level for k in sorted(level) if k in chosen]
 
 
-def register_shards(instance: dg.DagsterInstance, corpus: CorpusStorage) -> tuple[list[str], list[str]]:
-    """Make the partitions match the corpus as listed now: (present shards, deregistered).
-    A shard that left the corpus is deregistered, as the shard sensor does, so that no
-    later stage trains on it."""
-    found = [s.key for s in corpus.shards()]
+def register_shards(instance: dg.DagsterInstance, corpus: CorpusStorage,
+                    listed: list[ShardInfo] | None = None) -> tuple[list[str], list[str]]:
+    """Make the partitions match the corpus as listed now (`listed`, when the caller has
+    listed it already): (present shards, deregistered). A shard that left the corpus is
+    deregistered, as the shard sensor does, so that no later stage trains on it."""
+    found = [s.key for s in (corpus.shards() if listed is None else listed)]
     if not found:
         raise ValueError(f"no shards under {corpus.uri}: expected one subdirectory (or file) per shard")
     known = set(instance.get_dynamic_partitions(shards_def.name))

@@ -30,7 +30,7 @@ def _pruned(d: dict) -> dict:
     return out
 
 
-def _fresh(keys, resources):
+def _fresh(keys, resources, listed):
     """What the data stages find up to date (`stages.data_plan`), when the selection has
     data assets: the key each output would have now against the one it has."""
     from stages import data_plan
@@ -38,8 +38,7 @@ def _fresh(keys, resources):
     if not {k.to_user_string() for k in keys} & {*data_plan.PER_SHARD, *data_plan.WHOLE_CORPUS}:
         return None
     settings = resources["settings"]
-    listed = {s.key: s.fingerprint for s in resources["corpus"].shards()}
-    return data_plan.plan(settings.store(), settings.data_config(), listed)
+    return data_plan.plan(settings.store(), settings.data_config(), {s.key: s.fingerprint for s in listed})
 
 
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
@@ -53,7 +52,8 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         resources = build_resources(home_url(), chosen.corpus, chosen.preset, chosen.overrides,
                                     chosen.s3_endpoint or None)
         instance = client.instance()
-        shards, gone = client.register_shards(instance, resources["corpus"])
+        listed = resources["corpus"].shards()  # once: the partitions and the plan see the same listing
+        shards, gone = client.register_shards(instance, resources["corpus"], listed)
     except ValueError as e:
         print(f"yunque run: {e}", file=sys.stderr)
         return 2
@@ -62,7 +62,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
     where = home if home_url() == str(home) else f"{home_url()} (local cache {home})"
     print(f"corpus {chosen.corpus} ({len(shards)} shards); home {where}; preset {chosen.preset}")
     planned = client.targets(instance, defs, keys, shards)
-    chosen_targets = client.targets(instance, defs, keys, shards, _fresh(keys, resources))
+    chosen_targets = client.targets(instance, defs, keys, shards, _fresh(keys, resources, listed))
     if len(chosen_targets) < len(planned):
         print(f"up to date, left out: {len(planned) - len(chosen_targets)} of {len(planned)} asset partitions "
               "(their code, configuration and inputs are unchanged)")
