@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from assets import shard_checks
-from assets.batch import Event, check_evaluation, each_shard, materialization
+from assets.batch import LIGHT_POLICY, Event, check_evaluation, each_shard, materialization
 from assets.conditions import changed_deps, no_dep_requested
 from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
@@ -55,7 +55,7 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
 
 @dg.asset(partitions_def=shards, deps=[dg.AssetKey("filtered_documents"), dedup_index],
           code_version=CODE_VERSIONS["deduped_documents"], group_name="data", kinds={"parquet"},
-          automation_condition=DEDUPED_CONDITION, backfill_policy=dg.BackfillPolicy.single_run(), output_required=False,
+          automation_condition=DEDUPED_CONDITION, backfill_policy=LIGHT_POLICY, output_required=False,
           check_specs=shard_checks.SPECS)
 def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings) -> Iterator[object]:
     """The shard's kept documents: filtered minus near-duplicates and repeated paragraphs.

@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets.launching import TRAINING_POOL
 from assets.metadata import image, rows_table
+from assets.model_plan import plan_tags
 from assets.post_training import dpo_model, grpo_model, ppo_model, sft_model
 from assets.training import base_model
 from resources import MlflowTracking, YunqueSettings
@@ -55,6 +56,7 @@ def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
     repetition measures, held-out math accuracy (greedy, <answer> tags), the domain
     question-answering score (NLL of held-out answers from validation documents). Report in
     data/eval_report/ (markdown, JSON, plots), also logged to MLflow."""
+    planned = plan_tags(context, settings)  # what it starts from, for `yunque run`'s up-to-date check
     store, cfg = settings.store(), settings.data_config()
     try:
         result = evaluate_all(store, cfg, progress=context.log.info)
@@ -83,7 +85,8 @@ def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
     for r in report["table"]:
         md |= {f"{r['stage']}/{c}": r[c] for c in NUMERIC if isinstance(r[c], (int, float))}
     version = cache_key(*(row.get("eval_key", "") for row in report["rows"].values()))
-    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(version), check_results=_checks(report))
+    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(version), check_results=_checks(report),
+                                tags=planned)
 
 
 def _lineage(store: DataStore, records: dict[str, dict]) -> dict[str, str]:
@@ -106,6 +109,7 @@ def exported_model(context: dg.AssetExecutionContext, settings: YunqueSettings) 
     """The last checkpoint of the chain as a Hugging Face directory (LlamaForCausalLM,
     safetensors, tokenizer with chat template) that transformers and vLLM load, plus GGUF
     files (f16, q8_0, q4_0) for llama.cpp; checked by loading them back in transformers."""
+    planned = plan_tags(context, settings)
     store, cfg = settings.store(), settings.data_config()
     try:
         record = export_latest(store, cfg)
@@ -133,4 +137,4 @@ def exported_model(context: dg.AssetExecutionContext, settings: YunqueSettings) 
           "lineage": dg.MetadataValue.json({r["asset"]: r["weights_sha256"] for r in chain(record["lineage"])}),
           "load": dg.MetadataValue.md(f"```python\nAutoModelForCausalLM.from_pretrained({record['dir']!r})\n```")}
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(record["export_key"][:20]),
-                                check_results=checks)
+                                check_results=checks, tags=planned)

@@ -4,9 +4,7 @@ minhash_signatures, four assets computed by one step over a batch of shards
 output is reported for that shard as soon as it is committed."""
 
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import dagster as dg
 
@@ -24,8 +22,8 @@ DESCRIPTIONS = {
          "(its files' names, sizes and versions: mtime on disk, ETag on S3).",
     CLEAN: "HTML to text with boilerplate removal, mojibake repair, Unicode normalisation.",
     FILTERED: "Documents in the target language that pass every quality rule; each rejected one is kept in "
-              "rejected_documents with its rule. The materialization shows, per rule, a histogram of its metric "
-              "with the threshold, kept and dropped counts, and a sample of the documents it rejected (`yunque "
+              "rejected_documents with its rule. The materialization shows, per rule, a text histogram of its "
+              "metric with the threshold (`yunque inspect filters --plot DIR` draws them as PNGs), kept and dropped counts, and a sample of the documents it rejected (`yunque "
               "inspect rejected` prints the same sample).",
     SIGNATURES: "MinHash of word 5-grams (112 = 14 bands x 8 rows) and paragraph hashes per document.",
 }
@@ -71,11 +69,8 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
             yield report(CLEAN, shard, clean_stage(store, shard, cfg))
         if FILTERED in selected:
             stats = filter_stage(store, shard, cfg)
-            extra = {}
-            if (found := shard_report(store, shard)) is not None:
-                with tempfile.TemporaryDirectory(prefix="filter-report.") as tmp:  # the PNGs are inlined
-                    extra = filter_report_metadata(found, Path(tmp))
-            yield report(FILTERED, shard, stats, **extra)
+            found = shard_report(store, shard)
+            yield report(FILTERED, shard, stats, **(filter_report_metadata(found) if found is not None else {}))
         if SIGNATURES in selected:
             yield report(SIGNATURES, shard, minhash_stage(store, shard, cfg))
 

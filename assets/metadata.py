@@ -120,11 +120,12 @@ def image(path: Path, alt: str, limit: int = INLINE_LIMIT) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![{text}](data:image/png;base64,{base64.b64encode(data).decode('ascii')})")
 
 
-def filter_report_metadata(report: FilterReport, directory: Path) -> dict[str, Any]:
+def filter_report_metadata(report: FilterReport) -> dict[str, Any]:
     """The filtered_documents report (`stages.filter_report.FilterReport`) as metadata: the
-    rules with thresholds and counts, the language-ID drops, the profile, one histogram
-    image per filter, and the rejected sample per reason."""
-    from stages.filter_report import render_histograms, samples_markdown
+    rules with thresholds and counts, the language-ID drops, the profile, one text
+    histogram table per filter (`stages.filter_histograms.text_histograms`; the PNGs are
+    drawn on demand by `yunque inspect filters --plot`), and the rejected sample per reason."""
+    from stages.filter_report import samples_markdown, text_histograms
 
     md: dict[str, Any] = {
         "filter_rules": rows_table([r.row() for r in report.rules]) if report.rules else "no rules",
@@ -132,6 +133,6 @@ def filter_report_metadata(report: FilterReport, directory: Path) -> dict[str, A
         "langid": dg.MetadataValue.json(report.langid),
         "rejected_samples": dg.MetadataValue.md(samples_markdown(report.samples, report.drops)),
     }
-    for family, path in render_histograms(report, directory).items():
-        md[f"histograms/{family}"] = image(path, f"{report.shard}: {family} rule metrics")
+    for family, text in text_histograms(report).items():
+        md[f"histograms/{family}"] = dg.MetadataValue.md(text)
     return md

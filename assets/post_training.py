@@ -10,6 +10,7 @@ import dagster as dg
 
 from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import image, rows_table
+from assets.model_plan import plan_tags
 from model.checkpoint_files import all_checkpoints
 from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
 from stages import post_report
@@ -53,7 +54,8 @@ CHECKS = {
 RETRY = dg.RetryPolicy(max_retries=2, delay=10)
 
 
-def _result(asset: str, spec, checkpoint, cached: bool, reported: dict, record: dict) -> dg.MaterializeResult:
+def _result(asset: str, spec, checkpoint, cached: bool, reported: dict, record: dict,
+            planned: dict[str, str]) -> dg.MaterializeResult:
     records = read_metrics(spec.dir)
     summary = post_report.summarize(asset, spec, records, checkpoint.path)
     parent = record["parent"]
@@ -77,7 +79,7 @@ def _result(asset: str, spec, checkpoint, cached: bool, reported: dict, record: 
     check = dg.AssetCheckResult(check_name=name, passed=verdict["passed"], severity=dg.AssetCheckSeverity.WARN,
                                 description=description, metadata={"detail": verdict["detail"]})
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(summary["weights"][:20]),
-                                check_results=[check])
+                                check_results=[check], tags=planned)
 
 
 def _post_asset(asset: str):
@@ -89,6 +91,7 @@ def _post_asset(asset: str):
               check_specs=[dg.AssetCheckSpec(CHECKS[asset][0], asset=asset)], retry_policy=RETRY)
     def _asset(context: dg.AssetExecutionContext, settings: YunqueSettings, launcher: TorchrunLauncher,
                mlflow: MlflowTracking) -> dg.MaterializeResult:
+        planned = plan_tags(context, settings)  # what it starts from, for `yunque run`'s up-to-date check
         store = settings.store()
         try:
             spec = prepare_post(store, settings.data_config(), asset)
@@ -112,7 +115,7 @@ def _post_asset(asset: str):
                              f"under {spec.dir}")
         runs = spec.record().get("mlflow_runs", [])
         record = record_materialized(store, asset, spec, found, context.run.run_id, runs[-1] if runs else "")
-        return _result(asset, spec, found, cached, reported, record)
+        return _result(asset, spec, found, cached, reported, record, planned)
 
     return _asset
 

@@ -7,6 +7,7 @@ import dataclasses
 import dagster as dg
 
 from assets.evaluation import eval_report, exported_model
+from assets.model_plan import plan_tags
 from resources import MlflowTracking, YunqueSettings
 from stages.config import PromotionConfig
 from stages.promotion import (
@@ -64,6 +65,7 @@ def promoted_model(context: dg.AssetExecutionContext, settings: YunqueSettings,
     data/promoted_model/champion.json rewritten; the export's directory is copied into the
     artifacts of an MLflow run `promotion`, the version's source. The same weights as the
     champion's make no new version. Gated by the no_regression check on exported_model."""
+    planned = plan_tags(context, settings)  # what it starts from, for `yunque run`'s up-to-date check
     store, cfg = settings.store(), settings.data_config()
     p = cfg.promotion
     try:
@@ -82,14 +84,14 @@ def promoted_model(context: dg.AssetExecutionContext, settings: YunqueSettings,
                                      mlflow_run_id=current["run_id"] or "", previous=champion)
             write_champion(store, record)
         context.log.info(f"{cand.stage} step {cand.step} is version {current['version']} already: not registered")
-        return _result(store, cand, verdict, record, champion, new=False)
+        return _result(store, cand, verdict, record, champion, new=False, planned=planned)
     if not verdict.passed:  # reached when promoted_model runs without its check (alone)
         raise dg.Failure(f"not promoted: {verdict.reason}",
                          metadata={"verdict": dg.MetadataValue.md(comparison_markdown(verdict, cand, champion))})
     record = _register(context, mlflow, cand, verdict, champion, p)
     write_champion(store, record)
     context.log.info(f"{p.registered_model} version {record['version']} is {p.alias}: {verdict.reason}")
-    return _result(store, cand, verdict, record, champion, new=True)
+    return _result(store, cand, verdict, record, champion, new=True, planned=planned)
 
 
 def _uri(p: PromotionConfig) -> str:
@@ -118,7 +120,7 @@ def _register(context: dg.AssetExecutionContext, mlflow: MlflowTracking, cand: C
 
 
 def _result(store: DataStore, cand: Candidate, verdict: Verdict, record: dict, compared_with: dict | None,
-            new: bool) -> dg.MaterializeResult:
+            new: bool, planned: dict[str, str]) -> dg.MaterializeResult:
     md = {"version": record["version"], "registered_model": record["registered_model"], "alias": record["alias"],
           "model_uri": record["model_uri"], "new_version": new, "cached": not new,
           "reason": dg.MetadataValue.md(verdict.reason),
@@ -127,4 +129,4 @@ def _result(store: DataStore, cand: Candidate, verdict: Verdict, record: dict, c
           "mlflow_run_id": record["mlflow_run_id"], "champion_json": dg.MetadataValue.path(str(champion_path(store))),
           **_figures("", cand.figures)}
     version = dg.DataVersion(f"v{record['version']}-{cand.weights_hash[:12]}")
-    return dg.MaterializeResult(metadata=md, data_version=version)
+    return dg.MaterializeResult(metadata=md, data_version=version, tags=planned)

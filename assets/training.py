@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import image, rows_table
+from assets.model_plan import plan_tags
 from assets.partitions import consumed_shards
 from assets.tokens import token_shards, tokenizer
 from model.checkpoint_files import latest as latest_checkpoint
@@ -39,6 +40,7 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
     validation loss, perplexity and bits per byte; checkpoints under data/base_model/
     (the directory resolves to its latest intact checkpoint). When only the shards changed
     since a finished run, it continues that run on the new shards with a replay of the old."""
+    planned = plan_tags(context, settings)  # what it starts from, for `yunque run`'s up-to-date check
     store = settings.store()
     cfg = settings.data_config()
     chosen = consumed_shards(context, settings, corpus, "token_shards")
@@ -76,7 +78,7 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
     # what eval_report, export and the post-training chain consume (stages.lineage): the best checkpoint
     runs = spec.record().get("mlflow_runs", [])
     record_materialized(store, BASE_MODEL, spec, end.recorded, context.run.run_id, runs[-1] if runs else "")
-    return _result(spec, end, cached, entropy, reported)
+    return _result(spec, end, cached, entropy, reported, planned)
 
 
 def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunLauncher, mlflow: MlflowTracking,
@@ -101,7 +103,8 @@ def log_tokens_per_source(mlflow: MlflowTracking, spec: RunSpec, end: RunEnd) ->
                            step=end.last.step)
 
 
-def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: dict) -> dg.MaterializeResult:
+def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: dict,
+            planned: dict[str, str]) -> dg.MaterializeResult:
     latest = end.recorded  # the best checkpoint: its metrics are the model's the stages consume
     state = latest.state()
     m = state.get("metrics", {})
@@ -140,7 +143,7 @@ def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: 
         description="a model that learned anything from context has a validation loss well below the entropy "
                     "of the training tokens' unigram distribution")
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(checksums["model.safetensors"][:20]),
-                                check_results=[check])
+                                check_results=[check], tags=planned)
 
 
 def _continuation(spec: RunSpec, state: dict) -> dict:

@@ -1,5 +1,13 @@
-"""The filter report's histograms: one PNG per filter, a small histogram per rule of the
-metric against its threshold. matplotlib is imported only when a figure is drawn.
+"""The filter report's histograms, a small one per rule of the metric against its
+threshold, grouped by filter, in two forms:
+
+* `text_histograms`: markdown, one table per filter with a block-character histogram per
+  rule. This is what each shard's filtered_documents materialization carries: it costs
+  well under a millisecond a shard and about 2 KB of event log, where drawing the same
+  figures with matplotlib cost 1.5 s a shard (more than reading, cleaning, filtering and
+  signing the shard) and 230 KB of inlined PNGs in every event.
+* `figure` / `render_histograms`: the PNGs, drawn on demand (`yunque inspect filters
+  --plot DIR`), for one shard or pooled over many. matplotlib is imported only here.
 """
 
 from __future__ import annotations
@@ -29,6 +37,54 @@ def _bins(values: np.ndarray, threshold: float | None) -> tuple[np.ndarray, bool
     if lo > 0 and hi / lo > 100:
         return np.geomspace(lo, hi, 31), True
     return np.linspace(lo, hi if hi > lo else lo + 1, 31), False
+
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+MARK = "┃"  # the threshold, between the bins on either side of it
+
+
+def sparkline(values: np.ndarray, threshold: float | None, drop_if: str) -> str:
+    """The values' histogram as 30 block characters (`_bins`, so log-spaced where the
+    figure is), heights relative to the fullest bin (an empty bin stays blank, a non-empty
+    one shows at least the lowest block), with the threshold marked where it falls."""
+    if drop_if == "flag":
+        ones = int(np.count_nonzero(values >= (threshold or 1.0)))
+        return f"0: {len(values) - ones} · 1: {ones}"
+    if not len(values):
+        return "(no values)"
+    bins, _ = _bins(values, threshold)
+    counts, _ = np.histogram(values, bins=bins)
+    top = counts.max() or 1
+    cells = [BLOCKS[0] if c == 0 else BLOCKS[max(1, round(8 * c / top))] for c in counts]
+    if threshold is not None:
+        cut = int(np.searchsorted(bins, threshold))  # cells[:cut] lie below the threshold
+        cells.insert(min(max(cut, 0), len(cells)), MARK)
+    return "".join(cells)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def text_histograms(report: FilterReport) -> dict[str, str]:
+    """Per filter, a markdown table: for each rule its histogram (`sparkline`), the range
+    of the values, the threshold and which side it drops, and the counts."""
+    out = {}
+    for family, rows in families(report).items():
+        lines = [f"**{report.shard}: {family}** ({MARK} threshold; log x where marked)", "",
+                 "| rule | histogram | range | drops | dropped | fails | measured |",
+                 "|---|---|---|---|---:|---:|---:|"]
+        for row in rows:
+            vals = report.values.get(row.reason, np.array([]))
+            log = bool(len(vals)) and row.drop_if != "flag" and _bins(vals, row.threshold)[1]
+            span = f"{_fmt(vals.min())} .. {_fmt(vals.max())}" if len(vals) else "-"
+            drops = "off" if row.threshold is None else (
+                "flag = 1" if row.drop_if == "flag" else f"{row.drop_if} {row.threshold:g}")
+            lines.append(f"| {row.reason.split(':', 1)[-1]} | `{sparkline(vals, row.threshold, row.drop_if)}`"
+                         f"{' (log x)' if log else ''} | {span} | {drops} | {row.dropped} | {row.fails} "
+                         f"| {row.measured} |")
+        out[family] = "\n".join(lines)
+    return out
 
 
 def render_histograms(report: FilterReport, directory: Path, dpi: int = 60) -> dict[str, Path]:

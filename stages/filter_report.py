@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.data.filters.rules import RuleSpec
-from stages.filter_histograms import families, figure, render_histograms
+from stages.filter_histograms import families, figure, render_histograms, text_histograms
 from stages.filter_metrics import (
     FILTER_METRICS,
     PROFILE_META,
@@ -54,10 +54,30 @@ LANGID = "langid"
 
 # The report's whole interface, as before it was split: callers import all of it from here.
 __all__ = [
-    "FILTER_METRICS", "LANGID", "PROFILE_META", "RULES_META", "SAMPLE_CHARS", "SAMPLE_N",
-    "FilterReport", "RuleRow", "attach_values", "build", "fails", "families", "figure",
-    "metrics_table", "profile_of", "read_metrics", "render_histograms", "rules_of", "sample",
-    "samples_markdown", "shard_report", "terminal_text",
+    "FILTER_METRICS",
+    "LANGID",
+    "PROFILE_META",
+    "RULES_META",
+    "SAMPLE_CHARS",
+    "SAMPLE_N",
+    "FilterReport",
+    "RuleRow",
+    "attach_values",
+    "build",
+    "fails",
+    "families",
+    "figure",
+    "metrics_table",
+    "pooled_report",
+    "profile_of",
+    "read_metrics",
+    "render_histograms",
+    "rules_of",
+    "sample",
+    "samples_markdown",
+    "shard_report",
+    "terminal_text",
+    "text_histograms",
 ]
 
 
@@ -157,3 +177,17 @@ def shard_report(store: DataStore, shard: str, n: int = SAMPLE_N) -> FilterRepor
         return None
     path = store.rejected(shard, "filter")
     return build(metrics, pq.read_table(path) if path.exists() else None, shard, n)
+
+
+def pooled_report(store: DataStore, shards: list[str], label: str) -> FilterReport | None:
+    """One report over several committed shards, their metrics tables stacked (no rejected
+    sample: `yunque inspect rejected` has it). Shards filtered under other rules than the
+    first one's are left out, since their thresholds would not match the figure's.
+    None: no shard has a metrics table."""
+    tables = [t for s in shards if (t := read_metrics(store, s)) is not None]
+    if not tables:
+        return None
+    first = (tables[0].schema.metadata or {}).get(RULES_META)
+    same = [t for t in tables if (t.schema.metadata or {}).get(RULES_META) == first]
+    metrics = pa.concat_tables(same, promote_options="default").replace_schema_metadata(tables[0].schema.metadata)
+    return build(metrics, None, label)

@@ -225,17 +225,28 @@ def test_stages_extend_the_index_and_keep_unchanged_shards_cached(tmp_path) -> N
     assert not smaller.extra["incremental"] and set(smaller.extra["shard_digests"]) == {"s0", "s2"}
 
 
-def test_only_documents_sharing_a_paragraph_enter_the_fixpoint() -> None:
+def test_only_documents_sharing_a_paragraph_enter_the_fixpoint(tmp_path) -> None:
     import pyarrow as pa
 
-    from pipelines.data.dedup_index import sharing_documents
+    from pipelines.data.dedup_index import SignatureFiles, sharing_documents
 
-    hashes = pa.chunked_array([pa.array([[5, 0, 7], [8], [0, 0]]), pa.array([[7, 9], [9, 9], [11], []])])
-    rows = np.arange(7)
+    def spread(h: int) -> int:  # uniform 64-bit values, as real hashes are: the passes split them
+        return h and (h * 0x9E3779B97F4A7C15) % (1 << 64)
+
+    paths = []
+    for i, lists in enumerate(([[5, 0, 7], [8], [0, 0]], [[7, 9], [9, 9], [11], []])):
+        paths.append(tmp_path / f"s{i}.parquet")
+        hashes = [[spread(h) for h in row] for row in lists]
+        pq.write_table(pa.table({"paragraph_hashes": pa.array(hashes, pa.list_(pa.uint64()))}), paths[-1])
+    files = SignatureFiles(paths, np.array([0, 3]), np.array([3, 7]))
+    alive = np.ones(7, dtype=bool)
     # 7 is in rows 0 and 3; 9 in rows 3 and 4 (twice in 4); 0 is "not deduped"
-    assert sharing_documents(hashes, rows).tolist() == [0, 3, 4]
+    for per_pass in (1 << 24, 2):  # in one pass, and in passes over ranges of hash values
+        assert sharing_documents(files, alive, per_pass).tolist() == [0, 3, 4]
     # a removed near-duplicate (row 3) no longer shares: 7 is left in row 0 alone
-    assert sharing_documents(hashes, np.array([0, 1, 2, 4, 5, 6])).tolist() == [4]
+    alive[3] = False
+    assert sharing_documents(files, alive).tolist() == [4]
+    assert sharing_documents(files, alive, 2).tolist() == [4]
 
 
 def test_bands_in_worker_processes_equal_one_process(tmp_path) -> None:

@@ -135,21 +135,50 @@ def test_histograms_mark_each_threshold(home):
         plt.close(fig)
 
 
-def test_dagster_metadata_is_small_enough_for_the_ui(home, tmp_path):
+def test_text_histograms_put_each_value_and_threshold_in_its_bin():
+    from stages.filter_histograms import BLOCKS, MARK, sparkline
+
+    values = np.array([0.0] * 10 + [0.5] * 5 + [1.0])
+    line = sparkline(values, 0.25, "below")
+    assert len(line) == 31 and line.count(MARK) == 1
+    cells = line.replace(MARK, "")
+    # 30 bins over [0, 1]: the fullest bin is the first, the threshold falls after bin 7
+    assert cells[0] == BLOCKS[-1] and cells[15] == BLOCKS[4] and cells[-1] == BLOCKS[1]
+    assert line.index(MARK) == 8 and set(cells[1:15]) == {" "}
+    assert sparkline(np.array([0.0, 1.0, 1.0]), 1.0, "flag") == "0: 1 · 1: 2"
+    assert MARK not in sparkline(values, None, "below")
+
+
+def test_dagster_metadata_is_small_enough_for_the_ui(home):
     from assets.metadata import filter_report_metadata
 
     store, _ = home
     report = fr.shard_report(store, "basura")
-    md = filter_report_metadata(report, tmp_path)
+    md = filter_report_metadata(report)
     assert {"filter_rules", "filter_profile", "langid", "rejected_samples"} <= set(md)
     assert {k for k in md if k.startswith("histograms/")} == {f"histograms/{f}" for f in fr.families(report)}
-    for p in tmp_path.glob("*.png"):
-        assert p.stat().st_size < 120_000, p
-    sizes = {k: len(str(v)) for k, v in md.items()}
-    assert sum(sizes.values()) < 600_000, sizes
-    assert md["histograms/gopher_quality"].value.startswith("![basura: gopher_quality")
-    assert "data:image/png;base64," in md["histograms/gopher_quality"].value
+    sizes = {k: len(str(v.value)) for k, v in md.items()}
+    assert sum(sizes.values()) < 60_000, sizes
+    quality = md["histograms/gopher_quality"].value
+    assert quality.startswith("**basura: gopher_quality**")
+    rule = next(r for r in report.rules if r.reason == "gopher_quality:min_doc_words")
+    lines = [r for r in quality.splitlines() if r.startswith("| min_doc_words ")]
+    assert len(lines) == 1 and f"| below {rule.threshold:g} | {rule.dropped} | {rule.fails} | {rule.measured} |" \
+        in lines[0] and rule.fails > 0
     assert md["filter_profile"].value["profile"] == "docs"
+
+
+def test_inspect_filters_prints_and_plots_the_histograms(home, tmp_path, capsys):
+    from yunque.cli import main
+
+    store, _ = home
+    assert main(["--home", str(store.home), "inspect", "filters", "--shard", "basura", "--plot",
+                 str(tmp_path / "png")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("basura: 9 documents judged") and "| min_doc_words |" in out
+    pngs = sorted(p.name for p in (tmp_path / "png").glob("*.png"))
+    assert pngs == sorted(f"basura.{f}.png" for f in fr.families(fr.shard_report(store, "basura")))
+    assert main(["--home", str(store.home), "inspect", "filters", "--shard", "nada"]) == 2
 
 
 def test_the_materialization_carries_the_report(tmp_path):
@@ -175,7 +204,7 @@ def test_the_materialization_carries_the_report(tmp_path):
     md = {k: v.value for k, v in mat.metadata.items()}
     assert {k for k in md if k.startswith("histograms/")} == {
         f"histograms/{f}" for f in ("gopher_repetition", "gopher_quality", "c4", "fineweb", "integrity")}
-    assert md["histograms/gopher_quality"].startswith("![basura: gopher_quality")
+    assert md["histograms/gopher_quality"].startswith("**basura: gopher_quality**")
     assert md["filter_profile"]["profile"] == "docs"
     dropped = sum(r.data["dropped"] for r in md["filter_rules"].records)
     assert dropped + sum(md["langid"]["drops"].values()) + md["documents_out"] == md["documents_in"] == 9

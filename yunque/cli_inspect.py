@@ -1,6 +1,11 @@
 """`yunque inspect rejected --reason R [--shard S] [-n N] [--stage STAGE]`: the documents a
 rule threw away, in the terminal, to judge the rule before trusting it.
 
+`yunque inspect filters [--shard S] [--plot DIR]`: what each quality rule measured against
+its threshold, over one shard or every shard pooled: the rules table and a text histogram
+per rule (the ones each filtered_documents materialization carries), and with --plot the
+same histograms drawn as one PNG per filter.
+
 Reads the rejected_documents side tables of the home (`--home`, a directory or an object
 store URL: through `DataStore`, which brings each committed version into the local
 cache). R matches a reason exactly or as a prefix (`gopher_quality` is all of Gopher's
@@ -95,6 +100,28 @@ def cmd_rejected(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_filters(args: argparse.Namespace) -> int:
+    from stages.filter_report import pooled_report, render_histograms, text_histograms
+    from stages.store import DataStore
+
+    env.use_home(args.home)
+    store = DataStore(env.home_url())
+    shards = [args.shard] if args.shard else _shards(store, "filter")
+    label = args.shard or f"{len(shards)} shards"
+    report = pooled_report(store, shards, label) if shards else None
+    if report is None:
+        print(f"yunque inspect: no filter metrics for {f'shard {args.shard}' if args.shard else 'any shard'} in "
+              f"{env.home_url()} (filtered_documents not materialized there yet?)", file=sys.stderr)
+        return 2
+    print(f"{label}: {report.docs_in:,} documents judged, {report.kept:,} kept")
+    for text in text_histograms(report).values():
+        print("\n" + text.replace("**", ""))
+    if args.plot:
+        for path in render_histograms(report, Path(args.plot)).values():
+            print(f"wrote {path}")
+    return 0
+
+
 def _values(store: DataStore, rows: list[dict]) -> None:
     """The metric value and threshold that dropped each filter-stage row (from the shard's
     filter_metrics.parquet, committed with the rejections)."""
@@ -112,7 +139,7 @@ def _values(store: DataStore, rows: list[dict]) -> None:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("inspect", help="look at what the data stages threw away")
+    p = sub.add_parser("inspect", help="look at what the data stages threw away and why")
     what = p.add_subparsers(dest="what", required=True)
     r = what.add_parser("rejected", help="a sample of the documents rejected for a reason")
     r.add_argument("--reason", required=True,
@@ -122,6 +149,10 @@ def add_parser(sub) -> None:
     r.add_argument("--stage", choices=STAGES, help="the stage whose rejections to read (default: all)")
     r.add_argument("--chars", type=_positive, default=300, help="characters of each text (default 300)")
     r.set_defaults(fn=cmd_rejected)
+    f = what.add_parser("filters", help="each quality rule's metric against its threshold, as histograms")
+    f.add_argument("--shard", help="one shard (default: every shard, pooled)")
+    f.add_argument("--plot", metavar="DIR", help="also draw one PNG per filter into DIR")
+    f.set_defaults(fn=cmd_filters)
 
 
 def _positive(text: str) -> int:

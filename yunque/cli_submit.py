@@ -41,6 +41,20 @@ def _fresh(keys, resources, listed):
     return data_plan.plan(settings.store(), settings.data_config(), {s.key: s.fingerprint for s in listed})
 
 
+def _without_fresh_models(instance, defs, chosen, settings):
+    """`chosen` less the model assets whose latest materialization started from the inputs,
+    code and configuration they would start from now (`assets.model_plan`)."""
+    from assets.model_plan import model_fresh
+    from stages import data_plan
+
+    graph = defs.resolve_asset_graph()
+    model = {t.asset_key for t in chosen if t.partition_key is None
+             and t.asset_key.to_user_string() not in data_plan.WHOLE_CORPUS}
+    running = {t.asset_key for t in chosen} - model
+    fresh = model_fresh(instance, graph, sorted(model), running, settings)
+    return {t for t in chosen if t.asset_key not in fresh}
+
+
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
     from assets import client, daemon
     from assets.definitions import build_resources, defs
@@ -63,6 +77,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
     print(f"corpus {chosen.corpus} ({len(shards)} shards); home {where}; preset {chosen.preset}")
     planned = client.targets(instance, defs, keys, shards)
     chosen_targets = client.targets(instance, defs, keys, shards, _fresh(keys, resources, listed))
+    chosen_targets = _without_fresh_models(instance, defs, chosen_targets, resources["settings"])
     if len(chosen_targets) < len(planned):
         print(f"up to date, left out: {len(planned) - len(chosen_targets)} of {len(planned)} asset partitions "
               "(their code, configuration and inputs are unchanged)")

@@ -33,11 +33,13 @@ import pyarrow.parquet as pq
 from pipelines.config import DedupConfig
 from pipelines.data.dedup import paragraph_decisions
 from pipelines.data.lsh_index import (
+    in_range,
     band_column,
     band_job,
     cluster_edges,
+    cluster_keepers,
     components,
-    keepers,
+    partition_bits,
 )
 
 ROW_GROUP = 4096  # rows per row group of the decision files: what a shard's filter skips by
@@ -123,21 +125,24 @@ def build_index(shards: Sequence[ShardInput], cfg: DedupConfig, out: Path, previ
 
     order = ranges.sort("start")  # row order of the corpus, whatever order shards came in
     by_name = {s.name: s for s in shards}
-    cols = [pq.read_table(by_name[name].path, columns=["doc_id", "source", "paragraph_hashes", "line_chars"])
-            for name in order["shard"]]
-    corpus = pa.concat_tables(cols) if cols else None
-    doc_ids = corpus["doc_id"].combine_chunks() if corpus is not None else pa.array([], pa.string())
-    shard_of = np.repeat(np.arange(order.height), (order["stop"] - order["start"]).to_numpy())
+    files = SignatureFiles([by_name[name].path for name in order["shard"]], order["start"].to_numpy(),
+                   order["stop"].to_numpy())
     shard_names = pa.array(order["shard"].to_list(), pa.string())
-    keeper = keepers(labels, doc_ids)
+    # Only the clustered rows' doc_ids decide keepers; the removed rows and their keepers
+    # are among them.
+    ids = files.take(multi, "doc_id")
+    keeper = cluster_keepers(labels, ids)
     removed = np.flatnonzero(keeper != np.arange(n))
+    kept_by = keeper[removed]
+    at = np.searchsorted(multi, removed), np.searchsorted(multi, kept_by)
+    unique_keepers, back = np.unique(kept_by, return_inverse=True)
     near = pa.table({
-        "doc_id": doc_ids.take(pa.array(removed)),
-        "shard": shard_names.take(pa.array(shard_of[removed])),
-        "keeper_doc_id": doc_ids.take(pa.array(keeper[removed])),
-        "keeper_source": corpus["source"].take(pa.array(keeper[removed])) if n else pa.array([], pa.string()),
+        "doc_id": ids.take(pa.array(at[0])),
+        "shard": shard_names.take(pa.array(files.shard_of(removed))),
+        "keeper_doc_id": ids.take(pa.array(at[1])),
+        "keeper_source": files.take(unique_keepers, "source").take(pa.array(back)),
     })
-    paragraphs = _paragraphs(corpus, doc_ids, removed, shard_of, shard_names, cfg) if n else _no_paragraphs()
+    paragraphs = _paragraphs(files, n, removed, shard_names, cfg) if n else _no_paragraphs()
     write_sorted(out / "near_duplicates.parquet", near)
     write_sorted(out / "paragraph_drops.parquet", paragraphs)
     return IndexResult(
@@ -147,50 +152,113 @@ def build_index(shards: Sequence[ShardInput], cfg: DedupConfig, out: Path, previ
         incremental=prev_dir is not None, digests=shard_digests(ranges["shard"].to_list(), near, paragraphs))
 
 
+class SignatureFiles:
+    """The signature files in corpus row order, read a file and a column at a time: no
+    column of the whole corpus is ever held, only what is taken from it."""
+
+    def __init__(self, paths: list[Path], starts: np.ndarray, stops: np.ndarray):
+        self.paths, self.starts, self.stops = paths, starts.astype(np.int64), stops.astype(np.int64)
+
+    def shard_of(self, rows: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.starts, rows, side="right") - 1
+
+    def local(self, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(file, its local row numbers) for the files that hold any of `rows` (ascending)."""
+        cuts = np.searchsorted(rows, np.r_[self.starts, self.stops[-1:]]) if len(self.paths) else []
+        return [(i, rows[cuts[i]:cuts[i + 1]] - self.starts[i]) for i in range(len(self.paths))
+                if cuts[i + 1] > cuts[i]]
+
+    def take(self, rows: np.ndarray, column: str) -> pa.ChunkedArray:
+        """`column` at `rows` (ascending global row numbers), in that order."""
+        kind = pq.read_schema(self.paths[0]).field(column).type if self.paths else pa.string()
+        parts = [pq.read_table(self.paths[i], columns=[column])[column].take(pa.array(local))
+                 for i, local in self.local(rows)]
+        return pa.chunked_array(parts, kind)
+
+    def columns(self, column: str):
+        """(file's first row, the column of the file) for every file."""
+        for path, start in zip(self.paths, self.starts):
+            yield int(start), pq.read_table(path, columns=[column])[column]
+
+
 def _no_paragraphs() -> pa.Table:
     return pa.table({"doc_id": pa.array([], pa.string()), "shard": pa.array([], pa.string()),
                      "line_indices": pa.array([], pa.list_(pa.int32())), "reject": pa.array([], pa.bool_())})
 
 
-def _paragraphs(corpus: pa.Table, doc_ids: pa.Array, removed: np.ndarray, shard_of: np.ndarray,
-                shard_names: pa.Array, cfg: DedupConfig) -> pa.Table:
-    """Paragraph decisions among the documents that survive near-dedup, columnar."""
+# Paragraph hashes counted in one pass at most (8 bytes each, a few times that while
+# counted): a larger corpus is counted in passes over ranges of hash values.
+HASHES_PER_PASS = 1 << 24
+
+
+def _paragraphs(files: SignatureFiles, n: int, removed: np.ndarray, shard_names: pa.Array, cfg: DedupConfig) -> pa.Table:
+    """Paragraph decisions among the documents that survive near-dedup, columnar, on the
+    ones that share a paragraph hash (`sharing_documents`), read a file at a time."""
     if not cfg.paragraph_dedup:
         return _no_paragraphs()
-    n = corpus.num_rows
-    survivors = sharing_documents(corpus["paragraph_hashes"], np.setdiff1d(np.arange(n), removed))
-    rank = np.empty(n, dtype=np.int64)
-    rank[pc.sort_indices(doc_ids).to_numpy()] = np.arange(n)  # doc_id order, ties by row
-    take = pa.array(survivors)
+    alive = np.ones(n, dtype=bool)
+    alive[removed] = False
+    survivors = sharing_documents(files, alive)
+    take = survivors  # ascending
+    ids = files.take(take, "doc_id")
+    rank = np.empty(take.size, dtype=np.int64)
+    rank[pc.sort_indices(ids).to_numpy()] = np.arange(take.size)  # doc_id order among them, ties by row
     df = pl.DataFrame({
-        "doc": survivors, "rank": rank[survivors],
-        "paragraph_hashes": pl.Series(corpus["paragraph_hashes"].take(take)),
-        "line_chars": pl.Series(corpus["line_chars"].take(take)),
+        "doc": take, "rank": rank,
+        "paragraph_hashes": pl.Series(files.take(take, "paragraph_hashes")),
+        "line_chars": pl.Series(files.take(take, "line_chars")),
     })
     out = paragraph_decisions(df, cfg.min_chars_after_paragraph_dedup)
-    rows = pa.array(out["doc"].to_numpy())
+    docs = out["doc"].to_numpy()
+    at = pa.array(np.searchsorted(take, docs))
     return pa.table({
-        "doc_id": doc_ids.take(rows), "shard": shard_names.take(pa.array(shard_of[out["doc"].to_numpy()])),
+        "doc_id": ids.take(at), "shard": shard_names.take(pa.array(files.shard_of(docs))),
         "line_indices": out["line_indices"].to_arrow().cast(pa.list_(pa.int32())),
         "reject": out["reject"].to_arrow(),
     })
 
 
-def sharing_documents(hashes: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
-    """The rows among `rows` with a paragraph hash that occurs at least twice among them.
+def _alive_hashes(column: pa.ChunkedArray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hash, local row) of the non-zero paragraph hashes of one file's `alive` rows."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    flat = pc.list_flatten(col).to_numpy()
+    parent = pc.list_parent_indices(col).to_numpy()
+    keep = (flat != 0) & alive[parent]
+    return flat[keep].astype(np.uint64, copy=False), parent[keep]
+
+
+def _hash_count(path: Path) -> int:
+    """Paragraph hashes in a signature file (an empty list counts one): its leaf values."""
+    meta = pq.ParquetFile(path).metadata
+    cols = [j for j in range(meta.num_columns) if meta.schema.column(j).path.split(".")[0] == "paragraph_hashes"]
+    return sum(meta.row_group(g).column(j).num_values for g in range(meta.num_row_groups) for j in cols)
+
+
+def sharing_documents(files: SignatureFiles, alive: np.ndarray, per_pass: int = HASHES_PER_PASS) -> np.ndarray:
+    """The `alive` rows with a paragraph hash that occurs at least twice among them.
 
     Only those can lose a line or hold one that another loses, so the fixpoint runs on
     them alone with the same result; in a corpus where few pages share paragraphs this
     keeps the exploded table, the index's largest, to a fraction of the corpus. The count
-    is over lines, so a line repeated inside one page also qualifies it (a superset)."""
-    sub = hashes.take(pa.array(rows))
-    flat = pc.list_flatten(sub).to_numpy()
-    parent = pc.list_parent_indices(sub).to_numpy()
-    nz = flat != 0
-    flat, parent = flat[nz], parent[nz]
-    uniq, counts = np.unique(flat, return_counts=True)
-    shared = np.isin(flat, uniq[counts > 1], assume_unique=False)
-    return rows[np.unique(parent[shared])]
+    is over lines, so a line repeated inside one page also qualifies it (a superset).
+    Counting holds the hashes of one range of hash values at a time (`per_pass`), so
+    memory stays flat as the corpus grows; then one more pass marks the rows."""
+    lines = sum(_hash_count(path) for path in files.paths)  # from the files' metadata
+    bits = partition_bits(lines, per_pass)
+    shared = []
+    for part in range(1 << bits):
+        seen = []
+        for start, column in files.columns("paragraph_hashes"):
+            h, _ = _alive_hashes(column, alive[start:start + len(column)])
+            seen.append(h[in_range(h, part, bits)])
+        uniq, counts = np.unique(np.concatenate(seen) if seen else np.empty(0, np.uint64), return_counts=True)
+        shared.append(uniq[counts > 1])
+    shared_set = np.concatenate(shared) if shared else np.empty(0, np.uint64)
+    rows = []
+    for start, column in files.columns("paragraph_hashes"):
+        h, parent = _alive_hashes(column, alive[start:start + len(column)])
+        rows.append(np.unique(parent[np.isin(h, shared_set)]).astype(np.int64) + start)
+    return np.concatenate(rows) if rows else np.empty(0, np.int64)
 
 
 def write_sorted(path: Path, table: pa.Table, row_group_size: int = ROW_GROUP) -> None:

@@ -93,7 +93,7 @@ def key_range(part: int, bits: int) -> tuple[int, int | None]:
     return part << shift, ((part + 1) << shift) if part + 1 < (1 << bits) else None
 
 
-def _in_range(keys: np.ndarray, part: int, bits: int) -> np.ndarray:
+def in_range(keys: np.ndarray, part: int, bits: int) -> np.ndarray:
     if bits == 0:
         return np.ones(keys.size, dtype=bool)
     return (keys >> np.uint64(64 - bits)) == np.uint64(part)
@@ -108,7 +108,7 @@ def read_band(paths: Sequence[str | Path], row_starts: Sequence[int], band: int,
     ks, rs = [np.empty(0, np.uint64)], [np.empty(0, np.int64)]
     for path, start in zip(paths, row_starts):
         k = pq.read_table(path, columns=[col])[col].to_numpy().astype(np.uint64, copy=False)
-        idx = np.flatnonzero(_in_range(k, part, bits))
+        idx = np.flatnonzero(in_range(k, part, bits))
         ks.append(k[idx])
         rs.append(idx.astype(np.int64) + int(start))
     return np.concatenate(ks), np.concatenate(rs)
@@ -204,13 +204,20 @@ def components(n: int, edges: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.nda
 
 def keepers(labels: np.ndarray, doc_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Keeper row per row: the member with the smallest doc_id of its cluster (itself for
-    rows in no cluster). Only clustered rows' doc_ids are touched, in polars."""
+    rows in no cluster), from every row's doc_id."""
+    multi = np.flatnonzero(labels >= 0)
+    ids = pa.chunked_array([doc_ids]) if isinstance(doc_ids, pa.Array) else doc_ids
+    return cluster_keepers(labels, ids.take(pa.array(multi)) if multi.size else pa.chunked_array([], pa.string()))
+
+
+def cluster_keepers(labels: np.ndarray, clustered_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """`keepers` from the doc_ids of the clustered rows alone (`labels >= 0`, in row order):
+    all it needs, and a small part of the corpus' doc_ids, in polars."""
     keeper = np.arange(labels.size, dtype=np.int64)
     multi = np.flatnonzero(labels >= 0)
     if multi.size == 0:
         return keeper
-    ids = pa.chunked_array([doc_ids]) if isinstance(doc_ids, pa.Array) else doc_ids
-    df = pl.DataFrame({"row": multi, "label": labels[multi], "doc_id": pl.Series(ids.take(pa.array(multi)))})
+    df = pl.DataFrame({"row": multi, "label": labels[multi], "doc_id": pl.Series(clustered_ids)})
     best = df.sort("doc_id", "row").group_by("label", maintain_order=True).first()
     joined = df.select("row", "label").join(best.select("label", pl.col("row").alias("keeper")), on="label")
     keeper[joined["row"].to_numpy()] = joined["keeper"].to_numpy()

@@ -1,0 +1,96 @@
+"""Which model outputs are up to date, asked before anything runs.
+
+The data half is planned from the stages' own keys (`stages.data_plan`). The model half's
+keys depend on what training produced (a post-training key carries its parent's weights
+hash, the SFT mixture scans the domain QA pairs), so they are not known without running.
+Instead each model asset records on its materialization the `yunque/plan` tag: a hash of
+the resolved configuration, the asset's code version and the data version of each of
+its inputs, taken when the step starts (`plan_tags`). An output is up to date
+(`model_fresh`) when its latest materialization carries the tag that the same inputs
+would give now, none of its inputs is about to run, and no blocking check failed on
+that materialization (a rerun must block again, not let its children through).
+
+A partitioned input (token_shards under base_model) counts through the data versions of
+its current partitions, read in one query. Dagster's own provenance for such an input
+stops meaning anything past 100 partitions (SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD
+in dagster's data_version.py), and a corpus has thousands.
+
+The configuration counts whole: changing any setting resubmits the model half, whose
+stages then reuse whatever their own keys find unchanged (that costs the runs' start-up,
+not training). A change made outside Dagster (a model version deleted from the MLflow
+registry by hand) is not seen here: materialize the asset from the UI, or with
+`yunque run --select`, and it runs.
+"""
+
+import json
+
+import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
+from dagster._core.events import DagsterEventType
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+from resources import YunqueSettings
+from stages.store import cache_key
+
+PLAN_TAG = "yunque/plan"
+
+
+def config_hash(settings: YunqueSettings) -> str:
+    return cache_key(json.dumps(settings.data_config().to_dict(), sort_keys=True, default=str))
+
+
+def _input_version(instance: dg.DagsterInstance, graph, dep: dg.AssetKey) -> str:
+    partitions = graph.get(dep).partitions_def
+    if partitions is None:
+        event = instance.get_latest_materialization_event(dep)
+        return (event.asset_materialization.tags or {}).get(DATA_VERSION_TAG, "?") if event else "missing"
+    keys = list(partitions.get_partition_keys(dynamic_partitions_store=instance))
+    tags = instance.event_log_storage.get_latest_tags_by_partition(
+        dep, DagsterEventType.ASSET_MATERIALIZATION, [DATA_VERSION_TAG], asset_partitions=keys)
+    return cache_key(sorted((k, tags.get(k, {}).get(DATA_VERSION_TAG, "missing")) for k in keys))
+
+
+def plan_value(instance: dg.DagsterInstance, graph, key: dg.AssetKey, config: str) -> str:
+    """What `key`'s plan tag is with the inputs as the instance has them now."""
+    node = graph.get(key)
+    inputs = {dep.to_user_string(): _input_version(instance, graph, dep) for dep in sorted(node.parent_keys)}
+    return cache_key(config, node.code_version, inputs)
+
+
+def plan_tags(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dict[str, str]:
+    """The tag a model asset records on its materialization; call it as the step starts."""
+    graph = context.job_def.asset_layer.asset_graph  # a run of dg.materialize has no repository
+    return {PLAN_TAG: plan_value(context.instance, graph, context.asset_key, config_hash(settings))}
+
+
+def _blocked(instance: dg.DagsterInstance, graph, key: dg.AssetKey, storage_id: int) -> bool:
+    """Whether a blocking check failed on the materialization `storage_id`."""
+    blocking = [c for c in graph.get(key).check_keys if graph.get_check_spec(c).blocking]
+    if not blocking:
+        return False
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(blocking)
+    for record in latest.values():
+        evaluation = record.evaluation
+        target = evaluation.target_materialization_data if evaluation else None
+        if (record.status == AssetCheckExecutionRecordStatus.FAILED and target is not None
+                and target.storage_id == storage_id):
+            return True
+    return False
+
+
+def model_fresh(instance: dg.DagsterInstance, graph, keys: list[dg.AssetKey], running: set[dg.AssetKey],
+                settings: YunqueSettings) -> set[dg.AssetKey]:
+    """The unpartitioned `keys` that are up to date, given the assets in `running` that
+    will run (inputs about to change). `keys` are checked in topological order, so an
+    asset whose input must run is not up to date either."""
+    config = config_hash(settings)
+    order = {k: i for i, k in enumerate(graph.toposorted_asset_keys)}
+    must_run, fresh = set(running), set()
+    for key in sorted(keys, key=order.__getitem__):
+        latest = instance.fetch_materializations(key, limit=1).records
+        record = latest[0] if latest else None
+        ok = (record is not None and not (graph.get(key).parent_keys & must_run)
+              and (record.asset_materialization.tags or {}).get(PLAN_TAG) == plan_value(instance, graph, key, config)
+              and not _blocked(instance, graph, key, record.storage_id))
+        (fresh if ok else must_run).add(key)
+    return fresh
