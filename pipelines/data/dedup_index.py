@@ -33,12 +33,12 @@ import pyarrow.parquet as pq
 from pipelines.config import DedupConfig
 from pipelines.data.dedup import paragraph_decisions
 from pipelines.data.lsh_index import (
-    in_range,
     band_column,
     band_job,
     cluster_edges,
     cluster_keepers,
     components,
+    in_range,
     partition_bits,
 )
 
