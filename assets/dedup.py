@@ -90,10 +90,10 @@ def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSetting
         yield materialization(context.instance, "deduped_documents", shard, md, stats.key,
                               CODE_VERSIONS["deduped_documents"], {"filtered_documents": shard, "dedup_index": None})
         if "every_document_once" in checks:
-            yield check_evaluation(context.instance, "deduped_documents", "every_document_once", shard,
+            yield check_evaluation(context.instance, context.run.run_id, "deduped_documents", "every_document_once", shard,
                                    shard_checks.every_document_once(store, shard), blocking=True)
         if "language_is_pure" in checks:
-            yield check_evaluation(context.instance, "deduped_documents", "language_is_pure", shard,
+            yield check_evaluation(context.instance, context.run.run_id, "deduped_documents", "language_is_pure", shard,
                                    shard_checks.language_is_pure(store, shard, cfg), blocking=False)
 
     yield from each_shard(context, one)

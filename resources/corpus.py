@@ -7,7 +7,7 @@ from typing import Any
 
 import dagster as dg
 
-from pipelines.data.corpus import ShardInfo, list_shards, open_corpus
+from pipelines.data.corpus import ShardInfo, get_shard, list_shards, open_corpus, shard_key
 from stages.env import home
 
 
@@ -39,7 +39,15 @@ class CorpusStorage(dg.ConfigurableResource):
         return list_shards(fs, root)
 
     def shard(self, key: str) -> ShardInfo:
-        for s in self.shards():
+        """The shard of partition `key`, as `shards()` lists it. A plain name is its own key,
+        so only that shard is listed (a batch of 32 shards listing the whole corpus once
+        each is quadratic in the corpus); a sanitised key is looked up in the full listing."""
+        fs, root = self.open()
+        if shard_key(key) == key and not key.startswith("_"):
+            found = get_shard(fs, root, key)
+            if found.files:
+                return found
+        for s in list_shards(fs, root):
             if s.key == key:
                 return s
         raise dg.Failure(f"shard {key!r} is registered but no longer found under {self.uri}")

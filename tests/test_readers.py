@@ -257,3 +257,25 @@ def test_parquet_bad_rows(tmp_path: Path) -> None:
 def test_unknown_extension(tmp_path: Path) -> None:
     rej = check_case(tmp_path, "informe.pdf", b"%PDF-1.4 ...", "unknown_format")
     assert ".jsonl" in rej.detail  # says what would have been readable
+
+
+def test_one_shard_is_found_as_the_full_listing_finds_it(tmp_path: Path) -> None:
+    """`CorpusStorage.shard` lists a plain-named shard alone, and falls back to the full
+    listing for a name that needs sanitising: the same files and fingerprint either way."""
+    import dagster as dg
+
+    from resources import CorpusStorage
+
+    (tmp_path / "manuales" / "sub").mkdir(parents=True)
+    (tmp_path / "manuales" / "sub" / "a.txt").write_text("uno", encoding="utf-8")
+    (tmp_path / "con espacio").mkdir()
+    (tmp_path / "con espacio" / "b.txt").write_text("dos", encoding="utf-8")
+    (tmp_path / "suelto.jsonl").write_text('{"text": "tres"}\n', encoding="utf-8")
+    corpus = CorpusStorage(uri=str(tmp_path))
+    listed = {s.key: s for s in corpus.shards()}
+    assert len(listed) == 3 and "con espacio" not in listed
+    for key, info in listed.items():
+        one = corpus.shard(key)
+        assert (one.key, one.files, one.fingerprint, one.path) == (info.key, info.files, info.fingerprint, info.path)
+    with pytest.raises(dg.Failure, match="'nada' is registered but no longer found"):
+        corpus.shard("nada")

@@ -43,8 +43,10 @@ def _eta(seconds: float | None) -> str:
     return f"ETA {m // 60}h{m % 60:02d}m" if m >= 60 else f"ETA {m}m{s:02d}s"
 
 
-def follow(follower, data: Path, describe: Callable[[object], str], poll_s: float = 1.0) -> None:
-    """Until the backfill ends. `describe(report)` gives a finished run's line."""
+def follow(follower, data: Path, describe: Callable[[object], str], poll_s: float = 2.0) -> None:
+    """Until the backfill ends. `describe(report)` gives a finished run's line. Every 2 s:
+    each poll reads the backfill (its partition subsets) and its runs, 3-4% of a core at
+    1,000 shards with a poll a second, taken from the runs on a 2-core machine."""
     follower.poll()
     first = follower.progress()
     quiet = not sys.stderr.isatty()  # in a log file the bars would be a stream of redraws: lines only
