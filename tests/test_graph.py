@@ -1,9 +1,14 @@
 """The data half of the graph on a two-shard corpus, in a real Dagster instance under a
-temporary home: materialize, checks, exactly-once, re-run is cached, a new shard."""
+temporary home: materialize, checks, exactly-once, re-run is cached (and `yunque run` of
+the whole graph then starts no run), a new shard."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -12,6 +17,7 @@ import pytest
 from tests.factory import SMALL_RUN, add_shard, write_two_shards
 from yunque import env
 
+REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture()
 def home(tmp_path, monkeypatch):
@@ -116,6 +122,17 @@ def test_whole_data_graph(home, corpus):
     assert again.ok
     cached = [m.get("cached") for r in again.runs for m in r.assets.values()]
     assert cached and all(cached)
+
+    # `yunque run` of the whole graph as a user types it, everything up to date: every data
+    # output by its stage key, every model asset by its plan tag; no daemon, no run
+    runs_before = len(instance.get_runs())
+    done = subprocess.run([sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(root),
+                           "--overrides", SMALL_RUN], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          check=False, env={**os.environ, "YUNQUE_HOME": str(home)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "nothing changed: no run started" in done.stdout, done.stdout[-3000:]
+    assert "starting a Dagster daemon" not in done.stdout
+    assert len(instance.get_runs()) == runs_before
 
     # A new shard: only its own signatures are computed; the old shards' stay cached.
     add_shard(root, "nuevo")
