@@ -25,6 +25,7 @@ registry by hand) is not seen here: materialize the asset from the UI, or with
 import json
 
 import dagster as dg
+from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from dagster._core.events import DagsterEventType
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
@@ -39,7 +40,7 @@ def config_hash(settings: YunqueSettings) -> str:
     return cache_key(json.dumps(settings.data_config().to_dict(), sort_keys=True, default=str))
 
 
-def _input_version(instance: dg.DagsterInstance, graph, dep: dg.AssetKey) -> str:
+def _input_version(instance: dg.DagsterInstance, graph: AssetGraph, dep: dg.AssetKey) -> str:
     partitions = graph.get(dep).partitions_def
     if partitions is None:
         event = instance.get_latest_materialization_event(dep)
@@ -50,7 +51,7 @@ def _input_version(instance: dg.DagsterInstance, graph, dep: dg.AssetKey) -> str
     return cache_key(sorted((k, tags.get(k, {}).get(DATA_VERSION_TAG, "missing")) for k in keys))
 
 
-def plan_value(instance: dg.DagsterInstance, graph, key: dg.AssetKey, config: str) -> str:
+def plan_value(instance: dg.DagsterInstance, graph: AssetGraph, key: dg.AssetKey, config: str) -> str:
     """What `key`'s plan tag is with the inputs as the instance has them now."""
     node = graph.get(key)
     inputs = {dep.to_user_string(): _input_version(instance, graph, dep) for dep in sorted(node.parent_keys)}
@@ -63,7 +64,7 @@ def plan_tags(context: dg.AssetExecutionContext, settings: YunqueSettings) -> di
     return {PLAN_TAG: plan_value(context.instance, graph, context.asset_key, config_hash(settings))}
 
 
-def _blocked(instance: dg.DagsterInstance, graph, key: dg.AssetKey, storage_id: int) -> bool:
+def _blocked(instance: dg.DagsterInstance, graph: AssetGraph, key: dg.AssetKey, storage_id: int) -> bool:
     """Whether a blocking check failed on the materialization `storage_id`."""
     blocking = [c for c in graph.get(key).check_keys if graph.get_check_spec(c).blocking]
     if not blocking:
@@ -78,7 +79,7 @@ def _blocked(instance: dg.DagsterInstance, graph, key: dg.AssetKey, storage_id: 
     return False
 
 
-def model_fresh(instance: dg.DagsterInstance, graph, keys: list[dg.AssetKey], running: set[dg.AssetKey],
+def model_fresh(instance: dg.DagsterInstance, graph: AssetGraph, keys: list[dg.AssetKey], running: set[dg.AssetKey],
                 settings: YunqueSettings) -> set[dg.AssetKey]:
     """The unpartitioned `keys` that are up to date, given the assets in `running` that
     will run (inputs about to change). `keys` are checked in topological order, so an
