@@ -59,10 +59,9 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
           check_specs=shard_checks.SPECS)
 def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings) -> Iterator[object]:
     """The shard's kept documents: filtered minus near-duplicates and repeated paragraphs.
-    Every shard of a backfill in one run (light work per shard: the shard's rows of the
-    index applied to its documents); a policy other than its parent's keeps Dagster from
-    putting it in the run of shard_documents, where it would wait on outputs a batch step
-    does not yield.
+    In batches four times the chain's (`assets.batch.LIGHT_POLICY`: light work per shard,
+    and a policy other than its parent's and child's keeps Dagster from putting it in
+    their runs, where it would wait on outputs a batch step does not yield).
     Always a materialization when it succeeds, with zero rows if nothing is left to keep
     (a backfill counts a partition that yields nothing as failed, with everything
     downstream). If the index does not cover the shard's current signatures, the shard

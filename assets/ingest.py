@@ -23,8 +23,9 @@ DESCRIPTIONS = {
     CLEAN: "HTML to text with boilerplate removal, mojibake repair, Unicode normalisation.",
     FILTERED: "Documents in the target language that pass every quality rule; each rejected one is kept in "
               "rejected_documents with its rule. The materialization shows, per rule, a text histogram of its "
-              "metric with the threshold (`yunque inspect filters --plot DIR` draws them as PNGs), kept and dropped counts, and a sample of the documents it rejected (`yunque "
-              "inspect rejected` prints the same sample).",
+              "metric with the threshold (`yunque inspect filters --plot DIR` draws them as PNGs), kept and "
+              "dropped counts, and a sample of the documents it rejected (`yunque inspect rejected` prints the "
+              "same sample).",
     SIGNATURES: "MinHash of word 5-grams (112 = 14 bands x 8 rows) and paragraph hashes per document.",
 }
 

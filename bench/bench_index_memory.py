@@ -30,13 +30,16 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-BANDS = 14
 
 
 def write_shards(root: Path, docs: int, shards: int, seed: int = 0) -> list[Path]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from pipelines.data.lsh_index import band_column
+    from stages.config import preset
+
+    bands = preset("tiny", {}).dedup.bands
     done = root / "spec.json"
     spec = {"docs": docs, "shards": shards, "seed": seed}
     paths = [root / f"s{i:05d}.parquet" for i in range(shards)]
@@ -47,7 +50,7 @@ def write_shards(root: Path, docs: int, shards: int, seed: int = 0) -> list[Path
     per = -(-docs // shards)
     for i, path in enumerate(paths):
         n = min(per, docs - i * per)
-        keys = rng.integers(1, 2**63, size=(n, BANDS), dtype=np.int64).astype(np.uint64)
+        keys = rng.integers(1, 2**63, size=(n, bands), dtype=np.int64).astype(np.uint64)
         dup = rng.random(n) < 0.02  # near-duplicates of the row before them, in every band
         dup[0] = False
         keys[dup] = keys[np.flatnonzero(dup) - 1]
@@ -59,7 +62,7 @@ def write_shards(root: Path, docs: int, shards: int, seed: int = 0) -> list[Path
         table = pa.table({
             "doc_id": pa.array(ids, pa.string()),
             "source": pa.array([f"s{i:05d}/docs.jsonl:{j}" for j in range(n)], pa.string()),
-            **{f"band_{b:02d}": pa.array(keys[:, b], pa.uint64()) for b in range(BANDS)},
+            **{band_column(b): pa.array(keys[:, b], pa.uint64()) for b in range(bands)},
             "paragraph_hashes": pa.array(list(paras), pa.list_(pa.uint64())),
             "line_chars": pa.array(list(rng.integers(40, 400, size=(n, 3), dtype=np.int32)), pa.list_(pa.int32())),
         })
@@ -72,7 +75,6 @@ WORKER = """
 import json, sys, time, tempfile
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-import pyarrow.parquet as pq
 from pipelines.data.dedup_index import ShardInput, build_index
 from stages.config import preset
 cfg = preset("tiny", {}).dedup

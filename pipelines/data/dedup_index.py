@@ -130,7 +130,7 @@ def build_index(shards: Sequence[ShardInput], cfg: DedupConfig, out: Path, previ
     shard_names = pa.array(order["shard"].to_list(), pa.string())
     # Only the clustered rows' doc_ids decide keepers; the removed rows and their keepers
     # are among them.
-    ids = files.take(multi, "doc_id")
+    ids = files.take(multi, ["doc_id"])["doc_id"]
     keeper = cluster_keepers(labels, ids)
     removed = np.flatnonzero(keeper != np.arange(n))
     kept_by = keeper[removed]
@@ -140,7 +140,7 @@ def build_index(shards: Sequence[ShardInput], cfg: DedupConfig, out: Path, previ
         "doc_id": ids.take(pa.array(at[0])),
         "shard": shard_names.take(pa.array(files.shard_of(removed))),
         "keeper_doc_id": ids.take(pa.array(at[1])),
-        "keeper_source": files.take(unique_keepers, "source").take(pa.array(back)),
+        "keeper_source": files.take(unique_keepers, ["source"])["source"].take(pa.array(back)),
     })
     paragraphs = _paragraphs(files, n, removed, shard_names, cfg) if n else _no_paragraphs()
     write_sorted(out / "near_duplicates.parquet", near)
@@ -168,12 +168,15 @@ class SignatureFiles:
         return [(i, rows[cuts[i]:cuts[i + 1]] - self.starts[i]) for i in range(len(self.paths))
                 if cuts[i + 1] > cuts[i]]
 
-    def take(self, rows: np.ndarray, column: str) -> pa.ChunkedArray:
-        """`column` at `rows` (ascending global row numbers), in that order."""
-        kind = pq.read_schema(self.paths[0]).field(column).type if self.paths else pa.string()
-        parts = [pq.read_table(self.paths[i], columns=[column])[column].take(pa.array(local))
-                 for i, local in self.local(rows)]
-        return pa.chunked_array(parts, kind)
+    def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
+        """`columns` at `rows` (ascending global row numbers), in that order: one read of
+        those columns per file that holds any of the rows."""
+        if not self.paths:
+            return pa.table({c: pa.array([], pa.string()) for c in columns})
+        schema = pq.read_schema(self.paths[0])
+        schema = pa.schema([schema.field(c) for c in columns])
+        parts = [pq.read_table(self.paths[i], columns=columns).take(pa.array(local)) for i, local in self.local(rows)]
+        return pa.Table.from_batches([b for t in parts for b in t.to_batches()], schema=schema)
 
     def columns(self, column: str):
         """(file's first row, the column of the file) for every file."""
@@ -198,19 +201,19 @@ def _paragraphs(files: SignatureFiles, n: int, removed: np.ndarray, shard_names:
         return _no_paragraphs()
     alive = np.ones(n, dtype=bool)
     alive[removed] = False
-    survivors = sharing_documents(files, alive)
-    take = survivors  # ascending
-    ids = files.take(take, "doc_id")
-    rank = np.empty(take.size, dtype=np.int64)
-    rank[pc.sort_indices(ids).to_numpy()] = np.arange(take.size)  # doc_id order among them, ties by row
+    survivors = sharing_documents(files, alive)  # ascending
+    cols = files.take(survivors, ["doc_id", "paragraph_hashes", "line_chars"])
+    ids = cols["doc_id"]
+    rank = np.empty(survivors.size, dtype=np.int64)
+    rank[pc.sort_indices(ids).to_numpy()] = np.arange(survivors.size)  # doc_id order among them, ties by row
     df = pl.DataFrame({
-        "doc": take, "rank": rank,
-        "paragraph_hashes": pl.Series(files.take(take, "paragraph_hashes")),
-        "line_chars": pl.Series(files.take(take, "line_chars")),
+        "doc": survivors, "rank": rank,
+        "paragraph_hashes": pl.Series(cols["paragraph_hashes"]),
+        "line_chars": pl.Series(cols["line_chars"]),
     })
     out = paragraph_decisions(df, cfg.min_chars_after_paragraph_dedup)
     docs = out["doc"].to_numpy()
-    at = pa.array(np.searchsorted(take, docs))
+    at = pa.array(np.searchsorted(survivors, docs))
     return pa.table({
         "doc_id": ids.take(at), "shard": shard_names.take(pa.array(files.shard_of(docs))),
         "line_indices": out["line_indices"].to_arrow().cast(pa.list_(pa.int32())),
