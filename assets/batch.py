@@ -77,41 +77,69 @@ def _latest(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | Non
     return tags.get(partition, {}).get(DATA_VERSION_TAG, ""), ids[partition]
 
 
-def materialization(instance: dg.DagsterInstance, asset: str, shard: str, metadata: Mapping[str, Any], version: str,
-                    code_version: str, inputs: Mapping[str, str | None] | None = None) -> dg.AssetMaterialization:
-    """One shard's materialization of `asset`, with the data version the stage's cache key
-    gives (a cache hit reports the same version, so automation and the UI's staleness see
-    no change) and its provenance as Dagster records it: the latest materialization (data
-    version and event) of each input, `inputs` mapping an upstream asset to its partition
-    (None for a whole-corpus one). The UI calls the shard stale when an input moved on."""
-    tags = {DATA_VERSION_TAG: version, DATA_VERSION_IS_USER_PROVIDED_TAG: "true", CODE_VERSION_TAG: code_version}
-    for upstream, partition in (inputs or {}).items():
-        key = dg.AssetKey(upstream)
-        data_version, storage_id = _latest(instance, key, partition)
-        tags[get_input_data_version_tag(key)] = data_version
-        tags[get_input_event_pointer_tag(key)] = str(storage_id) if storage_id is not None else NULL_EVENT_POINTER
-    return dg.AssetMaterialization(asset_key=asset, partition=shard, metadata=dict(metadata), tags=tags)
+class ShardEvents:
+    """The events of one batch step's shards, with their provenance as Dagster records it.
+    A whole-corpus input (dedup_index, tokenizer) is looked up once per step, and an input
+    whose data version the step itself just reported is not read back: the lookups were a
+    fifth of a deduped shard's step."""
 
+    def __init__(self, context: dg.AssetExecutionContext):
+        self.instance = context.instance
+        self.run_id = context.run.run_id
+        self._whole: dict[dg.AssetKey, tuple[str, int | None]] = {}
 
-def check_evaluation(instance: dg.DagsterInstance, run_id: str, asset: str, check: str, shard: str,
-                     result: dg.AssetCheckResult, blocking: bool) -> dg.AssetCheckEvaluation:
-    """A check result for one shard of a batch (a step over a range has no single partition
-    for `AssetCheckResult` to take), tied to the shard's latest materialization as Dagster
-    ties its own: automation's "blocking checks passed" and the UI read that link. The
-    materialization is the one this run (`run_id`) just reported, read by its id alone;
-    its timestamp is taken as now (the same shard's processing, milliseconds before)."""
-    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
-        AssetCheckEvaluationTargetMaterializationData,  # not exported; what a check step records
-    )
+    def _input(self, key: dg.AssetKey, partition: str | None, version: str | None) -> tuple[str, int | None]:
+        if partition is None:
+            if key not in self._whole:
+                self._whole[key] = _latest(self.instance, key, None)
+            return self._whole[key]
+        if version is None:
+            return _latest(self.instance, key, partition)
+        ids = self.instance.event_log_storage.get_latest_storage_id_by_partition(
+            key, DagsterEventType.ASSET_MATERIALIZATION, {partition})
+        return version, ids.get(partition)
 
-    ids = instance.event_log_storage.get_latest_storage_id_by_partition(
-        dg.AssetKey(asset), DagsterEventType.ASSET_MATERIALIZATION, {shard})
-    target = (AssetCheckEvaluationTargetMaterializationData(run_id=run_id, storage_id=ids[shard],
-                                                           timestamp=time.time()) if shard in ids else None)
-    return dg.AssetCheckEvaluation(asset_key=dg.AssetKey(asset), check_name=check, passed=result.passed,
-                                   metadata=dict(result.metadata or {}), severity=result.severity,
-                                   description=result.description, blocking=blocking, partition=shard,
-                                   target_materialization_data=target)
+    def materialization(self, asset: str, shard: str, metadata: Mapping[str, Any], version: str,
+                        code_version: str, inputs: Mapping[str, str | None] | None = None,
+                        known: Mapping[str, str] | None = None) -> dg.AssetMaterialization:
+        """One shard's materialization of `asset`, with the data version the stage's cache
+        key gives (a cache hit reports the same version, so automation and the UI's
+        staleness see no change) and its provenance: the latest materialization (data
+        version and event) of each input, `inputs` mapping an upstream asset to its
+        partition (None for a whole-corpus one), `known` giving the data versions this step
+        reported for some of them. The UI calls the shard stale when an input moved on."""
+        tags = {DATA_VERSION_TAG: version, DATA_VERSION_IS_USER_PROVIDED_TAG: "true", CODE_VERSION_TAG: code_version}
+        for upstream, partition in (inputs or {}).items():
+            key = dg.AssetKey(upstream)
+            data_version, storage_id = self._input(key, partition, (known or {}).get(upstream))
+            tags[get_input_data_version_tag(key)] = data_version
+            tags[get_input_event_pointer_tag(key)] = str(storage_id) if storage_id is not None else NULL_EVENT_POINTER
+        return dg.AssetMaterialization(asset_key=asset, partition=shard, metadata=dict(metadata), tags=tags)
+
+    def checks(self, asset: str, shard: str,
+               results: Iterable[tuple[str, dg.AssetCheckResult, bool]]) -> list[dg.AssetCheckEvaluation]:
+        """Check results (name, result, blocking) for one shard of a batch (a step over a
+        range has no single partition for `AssetCheckResult` to take), tied to the shard's
+        latest materialization as Dagster ties its own: automation's "blocking checks
+        passed" and the UI read that link. The materialization is the one this run just
+        reported, read by its id alone; its timestamp is taken as now (the same shard's
+        processing, milliseconds before)."""
+        from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+            AssetCheckEvaluationTargetMaterializationData,  # not exported; what a check step records
+        )
+
+        results = list(results)
+        if not results:
+            return []
+        ids = self.instance.event_log_storage.get_latest_storage_id_by_partition(
+            dg.AssetKey(asset), DagsterEventType.ASSET_MATERIALIZATION, {shard})
+        target = (AssetCheckEvaluationTargetMaterializationData(run_id=self.run_id, storage_id=ids[shard],
+                                                               timestamp=time.time()) if shard in ids else None)
+        return [dg.AssetCheckEvaluation(asset_key=dg.AssetKey(asset), check_name=check, passed=result.passed,
+                                        metadata=dict(result.metadata or {}), severity=result.severity,
+                                        description=result.description, blocking=blocking, partition=shard,
+                                        target_materialization_data=target)
+                for check, result, blocking in results]
 
 
 def _reason(e: BaseException) -> str:

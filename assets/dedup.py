@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from assets import shard_checks
-from assets.batch import LIGHT_POLICY, Event, check_evaluation, each_shard, materialization
+from assets.batch import LIGHT_POLICY, Event, ShardEvents, each_shard
 from assets.conditions import changed_deps, no_dep_requested
 from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
@@ -72,6 +72,7 @@ def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSetting
     store, cfg = settings.store(), settings.data_config()
     checks = {spec.name: spec for spec in shard_checks.SPECS
               if spec.key in context.selected_asset_check_keys}
+    events = ShardEvents(context)
 
     def one(shard: str) -> Iterator[Event]:
         try:
@@ -86,14 +87,14 @@ def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSetting
             context.log.warning(f"{shard}: no document left to keep after dedup ({stats.docs_in} in, "
                                 f"drops {stats.drops}); materialized with zero rows")
         md = stage_metadata(stats, store.part("deduped_documents", shard), store.rejected(shard, "dedup"))
-        yield materialization(context.instance, "deduped_documents", shard, md, stats.key,
-                              CODE_VERSIONS["deduped_documents"], {"filtered_documents": shard, "dedup_index": None})
+        yield events.materialization("deduped_documents", shard, md, stats.key, CODE_VERSIONS["deduped_documents"],
+                                     {"filtered_documents": shard, "dedup_index": None})
+        results = []
         if "every_document_once" in checks:
-            yield check_evaluation(context.instance, context.run.run_id, "deduped_documents", "every_document_once", shard,
-                                   shard_checks.every_document_once(store, shard), blocking=True)
+            results.append(("every_document_once", shard_checks.every_document_once(store, shard), True))
         if "language_is_pure" in checks:
-            yield check_evaluation(context.instance, context.run.run_id, "deduped_documents", "language_is_pure", shard,
-                                   shard_checks.language_is_pure(store, shard, cfg), blocking=False)
+            results.append(("language_is_pure", shard_checks.language_is_pure(store, shard, cfg), False))
+        yield from events.checks("deduped_documents", shard, results)
 
     yield from each_shard(context, one)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from assets.batch import POLICY, Event, each_shard, materialization
+from assets.batch import POLICY, Event, ShardEvents, each_shard
 from assets.partitions import shards
 from resources import CorpusStorage, YunqueSettings
 from stages.versions import CODE_VERSIONS
@@ -48,14 +48,18 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
     selected = [a for a in CHAIN if dg.AssetKey(a) in context.selected_asset_keys]
     store, cfg = settings.store(), settings.data_config()
     source = corpus.open() if RAW in selected else None
+    events = ShardEvents(context)
+    reported: dict[tuple[str, str], str] = {}  # (asset, shard) -> the data version this step reported
 
     def report(asset: str, shard: str, stats, **extra) -> dg.AssetMaterialization:
-        parent = CHAIN.index(asset) - 1
-        inputs = {CHAIN[parent]: shard} if parent >= 0 else {}
+        parent = CHAIN[CHAIN.index(asset) - 1] if asset != RAW else None
+        known = {parent: reported[parent, shard]} if (parent, shard) in reported else None
         rejected = {RAW: "read", CLEAN: "clean", FILTERED: "filter"}.get(asset)
         md = stage_metadata(stats, store.part(asset, shard), store.rejected(shard, rejected) if rejected else None,
                             **extra)
-        return materialization(context.instance, asset, shard, md, stats.key, CODE_VERSIONS[asset], inputs)
+        reported[asset, shard] = stats.key
+        return events.materialization(asset, shard, md, stats.key, CODE_VERSIONS[asset],
+                                      {parent: shard} if parent else {}, known)
 
     def one(shard: str) -> Iterator[Event]:
         if RAW in selected:

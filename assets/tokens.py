@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from assets.batch import POLICY, Event, each_shard, materialization
+from assets.batch import POLICY, Event, ShardEvents, each_shard
 from assets.conditions import changed_deps, no_dep_requested
 from assets.dedup import deduped_documents
 from assets.partitions import consumed_shards, shards
@@ -93,6 +93,7 @@ def token_shards(context: dg.AssetExecutionContext, settings: YunqueSettings,
     ready = consumed_shards(context, settings, corpus, "deduped_documents").ready
     tok = store.manifest(TOKENIZER)
     vocab = tok["stats"]["extra"]["vocab_size"] if tok else 0
+    events = ShardEvents(context)
 
     def one(shard: str) -> Iterator[Event]:
         stats = token_shard_stage(store, shard, cfg)
@@ -112,7 +113,7 @@ def token_shards(context: dg.AssetExecutionContext, settings: YunqueSettings,
             md |= {"corpus_train_tokens": total["train_tokens"],
                    "corpus_shards_encoded": f"{total['shards']} of {len(ready)}",
                    "tokens_per_parameter": rows_table(corpus_verdict(total["train_tokens"], vocab))}
-        yield materialization(context.instance, TOKEN_SHARDS, shard, md, stats.key, CODE_VERSIONS[TOKEN_SHARDS],
-                              {"deduped_documents": shard, TOKENIZER: None})
+        yield events.materialization(TOKEN_SHARDS, shard, md, stats.key, CODE_VERSIONS[TOKEN_SHARDS],
+                                     {"deduped_documents": shard, TOKENIZER: None})
 
     yield from each_shard(context, one)

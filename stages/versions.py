@@ -7,7 +7,9 @@ its Dagster code_version, so the UI marks downstream materializations stale."""
 CODE_VERSIONS = {
     "raw_documents": "1",
     "clean_documents": "1",
-    "filtered_documents": "2",  # 2: per-document rule metrics (filter_metrics.parquet), resolved profile
+    # 2: per-document rule metrics (filter_metrics.parquet), resolved profile; 3: language ID
+    # reads the first max_chars characters after folding whitespace, not before
+    "filtered_documents": "3",
     "minhash_signatures": "3",  # 3: affine32 signatures, columnar per-band index
     "dedup_index": "3",
     "deduped_documents": "3",

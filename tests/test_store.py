@@ -8,7 +8,7 @@ import pytest
 
 from pipelines.data.corpus import list_shards, open_corpus
 from pipelines.data.documents import Rejection, rejections_table
-from stages.audit import exactly_once
+from stages.audit import exactly_once, language_purity
 from stages.config import preset
 from stages.dedup import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
 from stages.ingest import clean_stage, filter_stage, read_stage
@@ -43,6 +43,38 @@ def test_stages_account_for_every_document(tmp_path):
     pq.write_table(rejections_table([dup]), store.rejected("foro", "dedup"))
     acc = exactly_once(store, "foro")
     assert not acc.ok and acc.duplicated == [kept["doc_id"][0].as_py()]
+
+
+def test_language_purity_labels_again_only_the_texts_changed_since_language_id(tmp_path):
+    """A kept text whose language-ID input is unchanged keeps its label (the filter joined
+    lines: layout only); one changed within that input is labelled again, and an English
+    one counts against the share and is named."""
+    from pipelines.data.langid import model_input
+
+    write_two_shards(tmp_path / "corpus")
+    store = DataStore(tmp_path / "home")
+    cfg = preset("tiny")
+    _all_stages(store, tmp_path / "corpus", cfg)
+    lang, m = cfg.langid.language, cfg.langid.max_chars
+    clean = pq.read_table(store.part("clean_documents", "foro"))
+    texts = dict(zip(clean["doc_id"].to_pylist(), clean["text"].to_pylist()))
+    path = store.part("deduped_documents", "foro")
+    kept = pq.read_table(path)
+    ids = kept["doc_id"].to_pylist()
+    assert len(ids) >= 3 and any(texts[d] != t for d, t in zip(ids, kept["text"].to_pylist()))  # layout changed
+    before = language_purity(store, "foro", lang, max_chars=m)
+    assert (before.checked, before.labelled_other, before.relabelled, before.redetected_target) == (len(ids), 0, 0, 1.0)
+
+    english = "The quick brown fox jumps over the lazy dog while the farmer reads the morning news. " * 4
+    tail = texts[ids[1]] + " " + "palabra " * m  # changed only past what language ID reads
+    assert model_input(tail, m) == model_input(texts[ids[1]], m)
+    cut = texts[ids[2]][len(texts[ids[2]]) // 3:]  # changed within it, still Spanish
+    new = {ids[0]: english, ids[1]: tail, ids[2]: cut}
+    pq.write_table(kept.set_column(kept.schema.get_field_index("text"), "text",
+                                   pa.array([new.get(d, t) for d, t in zip(ids, kept["text"].to_pylist())])), path)
+    after = language_purity(store, "foro", lang, max_chars=m)
+    assert after.relabelled == 2 and after.redetected_target == 0.5
+    assert [(d, label) for d, _, _, label, _ in after.off_target] == [(ids[0], "en")]
 
 
 def test_deduped_refuses_an_index_built_from_older_texts(tmp_path):
