@@ -7,7 +7,9 @@ bound the concurrency. Nothing here executes an asset."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,11 +31,14 @@ from resources import CorpusStorage
 from stages.data_plan import DataPlan
 
 BACKFILL_TAG = "dagster/backfill"
+# On a backfill `yunque run` submitted: which process follows it (the daemon it started
+# cancels it if that process dies).
+CLIENT_TAG = "yunque/client"
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 EVENTS = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_CHECK_EVALUATION,
-          DagsterEventType.STEP_FAILURE}
+          DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED}
 STEP_EVENTS = {DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE,
                DagsterEventType.STEP_SKIPPED}
 
@@ -113,13 +118,30 @@ def submit(instance: dg.DagsterInstance, defs: dg.Definitions, chosen: set[Asset
     return backfill_id
 
 
+def client_id(pid: int | None = None) -> str:
+    """`host:pid` of the process following a backfill (this one by default)."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}"
+
+
 def cancel(instance: dg.DagsterInstance, backfill_id: str, no_daemon: bool = False) -> None:
     """What the UI's "Cancel backfill" does: the daemon then cancels its runs. With no
-    daemon to do that (it failed to start, so no run exists), the backfill ends at once."""
+    daemon to do that (it failed to start, so no run exists; or it is stopping, and its
+    runs with it), the backfill ends at once."""
     backfill = instance.get_backfill(backfill_id)
     if backfill is not None and backfill.status not in BULK_ACTION_TERMINAL_STATUSES:
         status = BulkActionStatus.CANCELED if no_daemon else BulkActionStatus.CANCELING
         instance.update_backfill(backfill.with_status(status))
+
+
+def _first_line(text: str | None) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def _cause(err) -> str:
+    """The first line of an error's deepest cause (the user code's own exception)."""
+    while err is not None and err.cause is not None:
+        err = err.cause
+    return _first_line(err.message) if err is not None else ""
 
 
 @dataclass
@@ -258,6 +280,7 @@ class Follower:
             yield report
 
     def _report(self, run: dg.DagsterRun) -> RunReport:
+        run_end = None
         rep = RunReport(run.run_id, run_shards(run, self._order()), run.status == dg.DagsterRunStatus.SUCCESS,
                         run.status.value)
         for r in self.instance.get_records_for_run(run.run_id, of_type=EVENTS).records:
@@ -272,8 +295,15 @@ class Follower:
                 while err is not None and err.cause is not None:  # the user code's own exception
                     err = err.cause
                 rep.error = f"{ev.step_key}: {err.message.strip() if err else 'failed'}"
+            elif ev.event_type in (DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED):
+                data = ev.event_specific_data
+                cause = _cause(getattr(data, "error", None)) or _first_line(ev.message or r.event_log_entry.user_message)
+                run_end = f"run {run.status.value.lower()}: {cause}" if cause else None
         if not rep.ok and rep.error is None:
-            rep.error = f"run {run.status.value.lower()} (see the run's logs)"
+            # no step failed: the run itself ended (a worker that died, a cancellation, a
+            # launch that failed); its own event says why, the run's logs say more
+            rep.error = f"{run_end} (run's logs: UI > Runs > {run.run_id[:8]})" if run_end else \
+                f"run {run.status.value.lower()} (see the run's logs)"
         return rep
 
     def _order(self) -> list[str]:

@@ -12,13 +12,24 @@ The daemon of `yunque run` serves that command's backfill and nothing else: it r
 backfill, run queue and run monitoring daemons, not the sensors, schedules and automation
 (YUNQUE_DAEMON_SCOPE=backfills). Otherwise the automation would start runs outside the
 command's selection (a tokenizer after `--select '*deduped_documents'`), which the
-command's exit would then leave failed. `yunque ui` starts every daemon."""
+command's exit would then leave failed. `yunque ui` starts every daemon.
+
+Its life is tied to the command that started it: it watches its parent process and, when
+that is gone however it ended (kill -9 included), cancels that command's backfills and
+stops itself and its runs, as a Ctrl-C would. And a heartbeat does not outlive its
+daemon: each of ours records its process (`daemons/<daemon id>.json` in DAGSTER_HOME),
+so a heartbeat from a daemon of ours that died on this host no longer counts as one
+serving the instance. A daemon someone else runs is trusted on its heartbeat alone."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,18 +43,53 @@ CODE_LOCATION = ["-m", "assets.definitions"]
 NOT_FOR_BACKFILLS = {"SENSOR", "SCHEDULER", "ASSET", "FRESHNESS"}
 
 
+# How often the daemon looks for its parent, and how long its runs get to stop after a
+# SIGINT before the rest of its process group is killed.
+WATCH_S = 1.0
+STOP_GRACE_S = 30.0
+
+
+def _records(instance: dg.DagsterInstance) -> Path:
+    return Path(instance.root_directory) / "daemons"
+
+
+def _alive(record: dict) -> bool:
+    """Is the process a record names still the one that wrote it (not a reused pid)?"""
+    import psutil
+
+    try:
+        return abs(psutil.Process(record["pid"]).create_time() - record["started"]) < 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
 def serving(instance: dg.DagsterInstance) -> bool:
-    """Does a live daemon process this instance's backfills?"""
+    """Does a live daemon process this instance's backfills? A fresh heartbeat from a
+    daemon of ours whose process on this host is gone (a crash, kill -9) does not count,
+    and is forgotten: the next command must start a daemon, not wait on a dead one."""
     beat = instance.get_daemon_heartbeats().get("BACKFILL")
-    return beat is not None and time.time() - beat.timestamp < FRESH_S
+    if beat is None or time.time() - beat.timestamp >= FRESH_S:
+        return False
+    path = _records(instance) / f"{beat.daemon_id}.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return True  # not one of ours (dagster dev, dagster-daemon): its heartbeat is all we know
+    if record.get("host") != socket.gethostname() or _alive(record):
+        return True
+    forget(instance)
+    path.unlink(missing_ok=True)
+    return False
 
 
 def start(log: Path, env: dict[str, str] | None = None, backfills_only: bool = False) -> subprocess.Popen:
     """Our daemon as a child process in its own session (so that Ctrl-C in the terminal
     reaches the CLI, which then stops it in order), its output in `log`; with
-    `backfills_only`, without the daemons that start runs of their own accord."""
+    `backfills_only`, without the daemons that start runs of their own accord. It stops by
+    itself when this process is gone."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    scope = {"YUNQUE_DAEMON_SCOPE": "backfills" if backfills_only else "all"}
+    scope = {"YUNQUE_DAEMON_SCOPE": "backfills" if backfills_only else "all",
+             "YUNQUE_DAEMON_PARENT": str(os.getpid())}
     with open(log, "a") as out:
         return subprocess.Popen([sys.executable, "-m", "assets.daemon", "run", *CODE_LOCATION],
                                 env={**os.environ, **(env or {}), **scope}, stdout=out, stderr=subprocess.STDOUT,
@@ -85,6 +131,55 @@ def forget(instance: dg.DagsterInstance) -> None:
     instance.wipe_daemon_heartbeats()
 
 
+def _record_self() -> None:
+    """Write `daemons/<id>.json` (pid, host, start time) once the controller has its id,
+    and delete it when this process ends normally. The id is the controller's private
+    `_daemon_uuid` (pinned Dagster): the one its heartbeats carry."""
+    import atexit
+
+    import psutil
+    from dagster._daemon import controller
+
+    init = controller.DagsterDaemonController.__init__
+
+    def recording_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        init(self, *args, **kwargs)
+        path = _records(self._instance) / f"{self._daemon_uuid}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        me = psutil.Process()
+        path.write_text(json.dumps({"pid": me.pid, "host": socket.gethostname(), "started": me.create_time()}))
+        atexit.register(path.unlink, missing_ok=True)
+
+    controller.DagsterDaemonController.__init__ = recording_init  # type: ignore[method-assign]
+
+
+def _orphaned(parent: int) -> None:
+    """The command that started us is gone: cancel the backfills it submitted (nobody
+    follows them, and the next command plans what is left), then stop as Ctrl-C would:
+    SIGINT to our process group (the daemon finishes its iteration, the runs record that
+    they were interrupted), SIGKILL to what is left after STOP_GRACE_S."""
+    from assets import client
+
+    print(f"yunque: the command that started this daemon (pid {parent}) is gone; cancelling its backfills and "
+          "stopping", flush=True)  # into daemon.log
+    try:
+        instance = dg.DagsterInstance.get()
+        for backfill in instance.get_backfills():
+            if backfill.tags.get(client.CLIENT_TAG) == client.client_id(parent):
+                client.cancel(instance, backfill.backfill_id, no_daemon=True)
+    finally:
+        os.killpg(os.getpgid(0), signal.SIGINT)
+        time.sleep(STOP_GRACE_S)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def _watch(parent: int) -> None:
+    """Until our parent process is gone (we were re-parented); a daemon thread."""
+    while os.getppid() == parent:
+        time.sleep(WATCH_S)
+    _orphaned(parent)
+
+
 def main() -> None:
     from dagster._daemon import controller
     from dagster._daemon.cli import main as daemon_main
@@ -92,6 +187,10 @@ def main() -> None:
     from stages.env import apply
 
     apply()
+    _record_self()
+    parent = int(os.environ.get("YUNQUE_DAEMON_PARENT", "0"))
+    if parent:
+        threading.Thread(target=_watch, args=(parent,), name="yunque-parent-watch", daemon=True).start()
     controller.DEFAULT_DAEMON_INTERVAL_SECONDS = int(os.environ.get("YUNQUE_DAEMON_INTERVAL", "5"))
     if os.environ.get("YUNQUE_DAEMON_SCOPE") == "backfills":
         # dagster-daemon runs what the instance requires; this process requires less

@@ -43,10 +43,13 @@ def _eta(seconds: float | None) -> str:
     return f"ETA {m // 60}h{m % 60:02d}m" if m >= 60 else f"ETA {m}m{s:02d}s"
 
 
-def follow(follower, data: Path, describe: Callable[[object], str], poll_s: float = 2.0) -> None:
-    """Until the backfill ends. `describe(report)` gives a finished run's line. Every 2 s:
-    each poll reads the backfill (its partition subsets) and its runs, 3-4% of a core at
-    1,000 shards with a poll a second, taken from the runs on a 2-core machine."""
+def follow(follower, data: Path, describe: Callable[[object], str], poll_s: float = 2.0,
+           watch: Callable[[], None] | None = None, deadline: float | None = None) -> bool:
+    """Until the backfill ends (True), or `deadline` (time.monotonic()) passes (False).
+    `describe(report)` gives a finished run's line; `watch()` is called at each poll (it
+    may raise to stop following). Every 2 s: each poll reads the backfill (its partition
+    subsets) and its runs, 3-4% of a core at 1,000 shards with a poll a second, taken from
+    the runs on a 2-core machine."""
     follower.poll()
     first = follower.progress()
     quiet = not sys.stderr.isatty()  # in a log file the bars would be a stream of redraws: lines only
@@ -56,6 +59,10 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
     said = 0.0  # when the training line was last written out (log files only)
     try:
         while True:
+            if watch is not None:
+                watch()
+            if deadline is not None and time.monotonic() > deadline:
+                return False
             follower.poll()
             ended = follower.finished()
             for report in follower.new_reports():
@@ -81,7 +88,7 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
                 follower.poll()  # the runs as they were when the backfill ended
                 for report in follower.new_reports():
                     tqdm.write(describe(report))
-                break
+                return True
             time.sleep(poll_s)
     finally:
         train_line.close()

@@ -6,8 +6,71 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+# After Ctrl-C: how long the daemon gets to cancel the runs before the command stops it
+CANCEL_WAIT_S = 60.0
+# How often a command that found another process' daemon checks that it still serves
+SERVING_CHECK_S = 15.0
+
+
+class DaemonLost(RuntimeError):
+    """The daemon this command depends on is gone and was not replaced."""
+
+
+class DaemonKeeper:
+    """The daemon a `yunque run` depends on: the one serving the instance, or ours,
+    started for this command (backfills only) and stopped with it. Ours is started once
+    more if it exits; another process' daemon is checked every SERVING_CHECK_S and
+    replaced by ours if it stopped serving. When ours exits a second time, `ensure`
+    raises DaemonLost: one line, with the log to read and the command that resumes."""
+
+    def __init__(self, instance, log: Path):
+        self.instance, self.log = instance, log
+        self.own = None  # the daemon this command started, while it runs
+        self.deaths = 0  # how often ours exited under us
+        self.next_check = 0.0  # when to look again whether another process' daemon serves
+
+    def _start(self, why: str, stream) -> None:
+        from assets import daemon
+
+        print(why, file=stream, flush=True)
+        self.own = daemon.start(self.log, backfills_only=True)
+        try:
+            daemon.wait_serving(self.instance, self.own, self.log)
+        except RuntimeError as e:
+            raise DaemonLost(f"{e}. Run the same command again to resume.") from e
+
+    def ensure(self) -> None:
+        from assets import daemon
+
+        if self.own is None:
+            if time.monotonic() < self.next_check:
+                return
+            first = self.next_check == 0.0
+            self.next_check = time.monotonic() + SERVING_CHECK_S
+            if not daemon.serving(self.instance):
+                self._start(f"starting a Dagster daemon for this run (log: {self.log})" if first else
+                            f"the daemon serving this instance is gone; starting one for this command (log: {self.log})",
+                            sys.stdout if first else sys.stderr)
+            return
+        if self.own.poll() is None:
+            return
+        code, self.own = self.own.returncode, None
+        daemon.forget(self.instance)
+        self.deaths += 1
+        if self.deaths > 1:
+            raise DaemonLost(f"the Dagster daemon exited again (code {code}); its log: {self.log}. "
+                             "Run the same command again to resume.")
+        self._start(f"the Dagster daemon exited (code {code}); starting another (log: {self.log})", sys.stderr)
+
+    def stop(self) -> None:
+        from assets import daemon
+
+        if self.own is not None:
+            daemon.stop(self.own, self.instance)
 
 
 def _run_config(settings, corpus) -> dict:
@@ -56,7 +119,7 @@ def _without_fresh_models(instance, defs, chosen, settings):
 
 
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
-    from assets import client, daemon
+    from assets import client
     from assets.definitions import build_resources, defs
     from yunque.cli_follow import follow
     from yunque.env import home_url
@@ -86,37 +149,43 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         finish(home, [], shards, chosen.preset)
         return 0
     backfill_id = client.submit(
-        instance, defs, chosen_targets, tags={"yunque/command": "run"},
+        instance, defs, chosen_targets, tags={"yunque/command": "run", client.CLIENT_TAG: client.client_id()},
         run_config=_run_config(resources["settings"], resources["corpus"]),
         title=f"yunque run: {args.select or 'everything'}")
-    own = None
-    if not daemon.serving(instance):
-        log = Path(instance.root_directory) / "daemon.log"
-        print(f"starting a Dagster daemon for this run (log: {log})")
-        own = daemon.start(log, backfills_only=True)
-        try:
-            daemon.wait_serving(instance, own, log)
-        except RuntimeError as e:
-            daemon.stop(own, instance)
-            client.cancel(instance, backfill_id, no_daemon=True)
-            print(f"yunque run: {e}", file=sys.stderr)
-            return 1
+    log = Path(instance.root_directory) / "daemon.log"
+    keeper = DaemonKeeper(instance, log)
+    try:
+        keeper.ensure()
+    except RuntimeError as e:
+        keeper.stop()
+        client.cancel(instance, backfill_id, no_daemon=True)
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 1
     print(f"backfill {backfill_id}: {len(keys)} assets x {len(shards)} shards "
           "(UI: Overview > Backfills); Ctrl-C cancels it")
     follower = client.Follower(instance, backfill_id)
     try:
-        follow(follower, home / "data", line)
+        follow(follower, home / "data", line, watch=keeper.ensure)
+    except DaemonLost as e:
+        client.cancel(instance, backfill_id, no_daemon=True)
+        finish(home, follower.reports, shards, chosen.preset)
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("\ncancelling the backfill and its runs...", file=sys.stderr)
+        print(f"\ncancelling the backfill and its runs (at most {CANCEL_WAIT_S:.0f} s)...", file=sys.stderr)
         client.cancel(instance, backfill_id)
         try:
-            follow(follower, home / "data", line)
+            done = follow(follower, home / "data", line, deadline=time.monotonic() + CANCEL_WAIT_S)
         except KeyboardInterrupt:
-            pass
+            done = False
+        if not done:  # stopping our daemon below stops its runs; say the backfill is over
+            client.cancel(instance, backfill_id, no_daemon=True)
+        finished = sum(1 for r in follower.reports if r.ok)
+        print(f"cancelled: {finished} runs had finished and their outputs are kept; run the same command again "
+              "to do the rest", file=sys.stderr)
         return 130
     finally:
-        if own is not None:
-            daemon.stop(own, instance)
+        keeper.stop()
     status = instance.get_backfill(backfill_id).status.value
     finish(home, follower.reports, shards, chosen.preset)
     ok = status == "COMPLETED_SUCCESS" and all(r.ok for r in follower.reports)

@@ -1,0 +1,189 @@
+"""Faults an operator meets, tried for real (issue 28): the `yunque run` that started a
+daemon killed with SIGKILL, its daemon killed under it, and a dead daemon's heartbeat.
+Real subprocesses, a real sqlite instance, the real daemon and runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.factory import write_two_shards
+
+SELECT = "*minhash_signatures"
+
+
+def _ours(dagster_home: Path) -> list[psutil.Process]:
+    """The live processes started for this instance: the daemon, its code servers, the
+    run workers and their helpers (all inherit DAGSTER_HOME)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and p.status() != psutil.STATUS_ZOMBIE \
+                    and p.environ().get("DAGSTER_HOME") == str(dagster_home):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def _wait(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if found := predicate():
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
+
+
+def _start_run(home: Path, corpus: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
+                             "--select", SELECT], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _run_worker(dagster_home: Path) -> list[psutil.Process]:
+    """The process executing a run (spawned by the code server)."""
+    return [p for p in _ours(dagster_home) if "spawn_main" in " ".join(p.cmdline())]
+
+
+def _daemon(dagster_home: Path) -> list[psutil.Process]:
+    return [p for p in _ours(dagster_home) if "assets.daemon" in " ".join(p.cmdline())]
+
+
+def _rerun(home: Path, corpus: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
+                           "--select", SELECT], capture_output=True, text=True, timeout=600, check=False)
+
+
+def _instance(dagster_home: Path, monkeypatch):
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    return DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
+
+
+def test_a_killed_command_takes_its_daemon_and_runs_with_it(tmp_path, monkeypatch):
+    """kill -9 of `yunque run` mid-run: the daemon it started notices, cancels the
+    backfill, stops its runs and itself; nothing of ours is left running, and the same
+    command then finishes the work."""
+    corpus, home = tmp_path / "corpus", tmp_path / "home"
+    write_two_shards(corpus)
+    dagster_home = home / "dagster"
+    cli = _start_run(home, corpus)
+    try:
+        _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
+        os.killpg(cli.pid, signal.SIGKILL)
+        cli.wait(timeout=30)
+        # the daemon's watch (1 s), its SIGINT to its runs, SIGKILL after 30 s at most
+        _wait(lambda: not _ours(dagster_home) or None, 90, f"our processes gone: {_ours(dagster_home)}")
+    finally:
+        for p in _ours(dagster_home):
+            p.kill()
+    instance = _instance(dagster_home, monkeypatch)
+    backfills = instance.get_backfills()
+    assert [b.status.value for b in backfills] == ["CANCELED"]
+    assert "the command that started this daemon" in (dagster_home / "daemon.log").read_text()
+    assert not list((dagster_home / "daemons").glob("*.json"))  # it deregistered as it stopped
+
+    done = _rerun(home, corpus)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 failed" in done.stdout, done.stdout
+    assert not _ours(dagster_home)
+
+
+def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
+    """kill -9 of the daemon `yunque run` started: the command says so in one line,
+    starts another, and the backfill completes; nothing is left running."""
+    corpus, home = tmp_path / "corpus", tmp_path / "home"
+    write_two_shards(corpus)
+    dagster_home = home / "dagster"
+    cli = _start_run(home, corpus)
+    try:
+        first = _wait(lambda: _daemon(dagster_home), 180, "the daemon started")[0]
+        _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
+        first.kill()
+        out, _ = cli.communicate(timeout=600)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    assert "the Dagster daemon exited (code -9); starting another" in out, out
+    assert cli.returncode in (0, 1), out  # a run the dead daemon's code server held may have failed
+    _wait(lambda: not _ours(dagster_home) or None, 60, "our processes gone")
+    if cli.returncode == 1:  # then the same command finishes it
+        again = _rerun(home, corpus)
+        assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
+    """A daemon of ours that died leaves a fresh heartbeat; `serving` sees its process is
+    gone, forgets the heartbeat and says no at once, instead of for 90 s."""
+    from assets import daemon
+    from yunque import env
+
+    monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
+    dagster_home = env.use_home(tmp_path / "home") / "dagster"
+    instance = _instance(dagster_home, monkeypatch)
+    log = dagster_home / "daemon.log"
+    proc = daemon.start(log, backfills_only=True)
+    try:
+        daemon.wait_serving(instance, proc, log)
+        assert daemon.serving(instance)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        beat = instance.get_daemon_heartbeats().get("BACKFILL")
+        assert beat is not None and time.time() - beat.timestamp < daemon.FRESH_S  # it would have fooled us
+        assert not daemon.serving(instance)
+        assert instance.get_daemon_heartbeats().get("BACKFILL") is None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for p in _ours(dagster_home):
+            p.kill()
+
+
+def test_a_live_daemon_of_ours_still_counts(tmp_path, monkeypatch):
+    """The other side: a daemon of ours that runs is serving, and stopping it cleanly
+    removes its record."""
+    from assets import daemon
+    from yunque import env
+
+    monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
+    dagster_home = env.use_home(tmp_path / "home") / "dagster"
+    instance = _instance(dagster_home, monkeypatch)
+    log = dagster_home / "daemon.log"
+    proc = daemon.start(log, backfills_only=True)
+    try:
+        daemon.wait_serving(instance, proc, log)
+        assert daemon.serving(instance)
+        assert len(list((dagster_home / "daemons").glob("*.json"))) == 1
+    finally:
+        daemon.stop(proc, instance)
+    assert not list((dagster_home / "daemons").glob("*.json"))
+    _wait(lambda: not _ours(dagster_home) or None, 30,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
+
+
+def test_a_run_that_ended_without_a_step_failure_says_why(tmp_path):
+    """A run whose worker died, or that was cancelled, has no step failure to quote: its
+    line in `yunque run`'s summary gives the first line of the run's own end event."""
+    import dagster as dg
+
+    from assets import client
+
+    @dg.asset
+    def one() -> int:
+        return 1
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        run = instance.get_run_by_id(dg.materialize([one], instance=instance).run_id)
+        instance.report_run_failed(run, message="Run worker process exited with code -9.\nMore detail.")
+        report = client.Follower(instance, "no-backfill")._report(run.with_status(dg.DagsterRunStatus.FAILURE))
+    assert report.error == f"run failure: Run worker process exited with code -9. (run's logs: UI > Runs > {run.run_id[:8]})"
