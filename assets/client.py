@@ -25,6 +25,7 @@ from dagster._core.execution.backfill import (
 )
 from dagster._core.utils import make_new_backfill_id
 
+from assets.partitions import in_unfinished_backfills
 from assets.partitions import shards as shards_def
 from pipelines.data.corpus import ShardInfo
 from resources import CorpusStorage
@@ -66,7 +67,10 @@ def register_shards(instance: dg.DagsterInstance, corpus: CorpusStorage,
                     listed: list[ShardInfo] | None = None) -> tuple[list[str], list[str]]:
     """Make the partitions match the corpus as listed now (`listed`, when the caller has
     listed it already): (present shards, deregistered). A shard that left the corpus is
-    deregistered, as the shard sensor does, so that no later stage trains on it."""
+    deregistered, as the shard sensor does, so that no later stage trains on it; unless an
+    unfinished backfill targets it (deleting it would cancel that backfill's every run):
+    then it stays until that backfill has ended, and the whole-corpus assets leave it out
+    anyway (`stages.selection.consumed_shards`)."""
     found = [s.key for s in (corpus.shards() if listed is None else listed)]
     if not found:
         raise ValueError(f"no shards under {corpus.uri}: expected one subdirectory (or file) per shard")
@@ -74,6 +78,8 @@ def register_shards(instance: dg.DagsterInstance, corpus: CorpusStorage,
     if new := [k for k in found if k not in known]:
         instance.add_dynamic_partitions(shards_def.name, new)
     gone = sorted(known - set(found))
+    if gone:
+        gone = sorted(set(gone) - in_unfinished_backfills(instance))
     for key in gone:
         instance.delete_dynamic_partition(shards_def.name, key)
     return found, gone

@@ -9,6 +9,27 @@ from resources import CorpusStorage, YunqueSettings
 shards = dg.DynamicPartitionsDefinition(name="shards")
 
 
+def in_unfinished_backfills(instance: dg.DagsterInstance, asset: dg.AssetKey | None = None) -> set[str]:
+    """Shards that an unfinished backfill targets (of `asset`, or of any per-shard asset).
+    Such a shard must stay registered until the backfill ends: Dagster fails a backfill
+    whose targeted partitions were deleted, and cancels every run of it, the healthy
+    shards' too."""
+    from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
+
+    active = instance.get_backfills(filters=BulkActionsFilter(
+        statuses=[BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]))
+    keys: set[str] = set()
+    for backfill in active:
+        data = backfill.asset_backfill_data if backfill.is_asset_backfill else None
+        if data is None:
+            continue
+        by_asset = data.target_subset.partitions_subsets_by_asset_key
+        for key in ([asset] if asset is not None else by_asset):
+            if key in by_asset:
+                keys |= set(by_asset[key].get_partition_keys())
+    return keys
+
+
 def consumed_shards(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext, settings: YunqueSettings,
                     corpus: CorpusStorage, upstream: str):
     """`stages.selection.consumed_shards` over the registered partitions and the corpus as listed now."""

@@ -6,7 +6,7 @@ import os
 import dagster as dg
 
 from assets.jobs import PER_SHARD
-from assets.partitions import shards
+from assets.partitions import in_unfinished_backfills, shards
 from resources import CorpusStorage
 
 # How often the corpus is listed; the tests shorten it.
@@ -18,16 +18,7 @@ RAW = dg.AssetKey("raw_documents")
 def in_backfills(instance: dg.DagsterInstance) -> set[str]:
     """Shards whose raw_documents an unfinished backfill (`yunque run`, the UI) will read:
     requesting them too would only race it."""
-    from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
-
-    active = instance.get_backfills(filters=BulkActionsFilter(
-        statuses=[BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]))
-    keys: set[str] = set()
-    for backfill in active:
-        data = backfill.asset_backfill_data if backfill.is_asset_backfill else None
-        if data is not None and RAW in data.target_subset.asset_keys:
-            keys |= set(data.target_subset.get_partitions_subset(RAW).get_partition_keys())
-    return keys
+    return in_unfinished_backfills(instance, RAW)
 
 
 def materialized_fingerprint(instance: dg.DagsterInstance, shard: str) -> str | None:
@@ -78,6 +69,8 @@ def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> 
     busy = in_backfills(context.instance) if unsure else set()
     changed = [k for k in unsure if k not in busy and materialized_fingerprint(context.instance, k) != found[k]]
     gone = sorted(registered - found.keys())
+    if gone:  # one that a backfill still targets is deregistered once that backfill has ended
+        gone = sorted(set(gone) - in_unfinished_backfills(context.instance))
     # a shard left to a backfill stays out of the cursor: the next tick looks again
     cursor = json.dumps({k: fp for k, fp in found.items() if k not in busy}, sort_keys=True)
     if not changed and not new_keys and not gone:

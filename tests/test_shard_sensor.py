@@ -108,3 +108,34 @@ def test_a_shard_an_unfinished_backfill_will_read_is_left_to_it(tmp_path):
         client.cancel(instance, backfill)  # CANCELING still counts; a finished one does not
         instance.update_backfill(instance.get_backfill(backfill).with_status(BulkActionStatus.CANCELED))
         assert _requested(_tick(instance, root, first.cursor)) == ["uno"]
+
+
+def test_a_gone_shard_a_backfill_targets_stays_registered_until_it_ends(tmp_path):
+    """Deleting a partition that an unfinished backfill targets makes Dagster fail that
+    backfill and cancel every run of it, the healthy shards' too. So a shard that left the
+    corpus stays registered, for the sensor and for `yunque run`, until the backfill ends."""
+    import shutil
+
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    from assets import client
+    from assets.definitions import defs
+
+    root = tmp_path / "corpus"
+    add_shard(root, "uno")
+    add_shard(root, "dos", seed=2)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("shards", ["uno", "dos"])
+        chosen = client.targets(instance, defs, [dg.AssetKey("token_shards")], ["uno", "dos"])
+        backfill = client.submit(instance, defs, chosen, tags={}, run_config=None, title="test")
+        shutil.rmtree(root / "dos")
+        tick = _tick(instance, root, None)
+        assert not tick.dynamic_partitions_requests
+        assert client.register_shards(instance, CorpusStorage(uri=str(root))) == (["uno"], [])
+        assert set(instance.get_dynamic_partitions("shards")) == {"uno", "dos"}
+        instance.update_backfill(instance.get_backfill(backfill).with_status(BulkActionStatus.COMPLETED_FAILED))
+        deletes = _tick(instance, root, tick.cursor).dynamic_partitions_requests
+        assert [(type(r).__name__, list(r.partition_keys)) for r in deletes] == [("DeleteDynamicPartitionsRequest",
+                                                                                ["dos"])]
+        assert client.register_shards(instance, CorpusStorage(uri=str(root))) == (["uno"], ["dos"])
+        assert instance.get_dynamic_partitions("shards") == ["uno"]

@@ -136,6 +136,9 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         return 2
     if gone:
         print(f"shards gone from the corpus, deregistered (their outputs stay on disk): {', '.join(gone)}")
+    if kept := sorted(set(instance.get_dynamic_partitions("shards")) - set(shards)):
+        print(f"shards gone from the corpus that an unfinished backfill targets stay registered until it ends "
+              f"(this run leaves them out): {', '.join(kept)}")
     where = home if home_url() == str(home) else f"{home_url()} (local cache {home})"
     print(f"corpus {chosen.corpus} ({len(shards)} shards); home {where}; preset {chosen.preset}")
     planned = client.targets(instance, defs, keys, shards)
