@@ -187,3 +187,23 @@ def test_a_run_that_ended_without_a_step_failure_says_why(tmp_path):
         instance.report_run_failed(run, message="Run worker process exited with code -9.\nMore detail.")
         report = client.Follower(instance, "no-backfill")._report(run.with_status(dg.DagsterRunStatus.FAILURE))
     assert report.error == f"run failure: Run worker process exited with code -9. (run's logs: UI > Runs > {run.run_id[:8]})"
+
+
+def test_an_unwritable_home_is_one_line_and_status_2(tmp_path):
+    """An infrastructure fault (here the home's place is a file, so nothing can be written
+    under it) gives one line naming what failed, the traceback in a file that line names,
+    and status 2; not a traceback on the terminal."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    corpus = tmp_path / "corpus"
+    write_two_shards(corpus)
+    done = subprocess.run([sys.executable, "-m", "yunque.cli", "--home", str(blocker / "home"), "run", "--corpus",
+                           str(corpus), "--select", "raw_documents"], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("yunque run: NotADirectoryError:") and "run the same command again" in lines[0]
+    saved = Path(lines[0].split("traceback in ")[1].split(")")[0])
+    assert "Traceback" in saved.read_text()
+    saved.unlink()

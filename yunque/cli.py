@@ -243,7 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     endpoint = args.home_endpoint or getattr(args, "s3_endpoint", None)
     if endpoint:  # the runs, the daemon and the training processes inherit it
         os.environ["YUNQUE_S3_ENDPOINT"] = endpoint
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except Exception as e:
+        from yunque import faults
+
+        home = Path(os.environ["YUNQUE_HOME"]) if "://" not in os.environ.get("YUNQUE_HOME", "://") else None
+        status = faults.report(args.command, e, home)
+        if status is None:
+            raise
+        return status
 
 
 if __name__ == "__main__":
