@@ -124,6 +124,13 @@ def submit(instance: dg.DagsterInstance, defs: dg.Definitions, chosen: set[Asset
     return backfill_id
 
 
+def runs_in_flight(instance: dg.DagsterInstance, backfill_id: str | None) -> list[str]:
+    """Ids of the runs being started or executed that are not `backfill_id`'s."""
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=[
+        dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]))
+    return [r.run_id for r in runs if backfill_id is None or r.tags.get(BACKFILL_TAG) != backfill_id]
+
+
 def client_id(pid: int | None = None) -> str:
     """`host:pid` of the process following a backfill (this one by default)."""
     return f"{socket.gethostname()}:{pid or os.getpid()}"

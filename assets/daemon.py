@@ -155,8 +155,9 @@ def _record_self() -> None:
 
 def _orphaned(parent: int) -> None:
     """The command that started us is gone: cancel the backfills it submitted (nobody
-    follows them, and the next command plans what is left), then stop as Ctrl-C would:
-    SIGINT to our process group (the daemon finishes its iteration, the runs record that
+    follows them, and the next command plans what is left), let the runs it did not
+    submit (a UI backfill we were serving) finish, then stop as Ctrl-C would: SIGINT to
+    our process group (the daemon finishes its iteration, the command's runs record that
     they were interrupted), SIGKILL to what is left after STOP_GRACE_S."""
     from assets import client
 
@@ -164,9 +165,14 @@ def _orphaned(parent: int) -> None:
           "stopping", flush=True)  # into daemon.log
     try:
         instance = dg.DagsterInstance.get()
-        for backfill in instance.get_backfills():
-            if backfill.tags.get(client.CLIENT_TAG) == client.client_id(parent):
-                client.cancel(instance, backfill.backfill_id, no_daemon=True)
+        mine = [b.backfill_id for b in instance.get_backfills()
+                if b.tags.get(client.CLIENT_TAG) == client.client_id(parent)]
+        for backfill_id in mine:
+            client.cancel(instance, backfill_id, no_daemon=True)
+        while others := [r for r in client.runs_in_flight(instance, None)
+                         if instance.get_run_by_id(r).tags.get(client.BACKFILL_TAG) not in mine]:
+            print(f"yunque: waiting for {len(others)} runs that command did not submit", flush=True)
+            time.sleep(10)
     finally:
         os.killpg(os.getpgid(0), signal.SIGINT)
         time.sleep(STOP_GRACE_S)

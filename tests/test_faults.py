@@ -207,3 +207,22 @@ def test_an_unwritable_home_is_one_line_and_status_2(tmp_path):
     saved = Path(lines[0].split("traceback in ")[1].split(")")[0])
     assert "Traceback" in saved.read_text()
     saved.unlink()
+
+
+def test_runs_in_flight_are_the_ones_another_backfill_started(tmp_path):
+    """What `yunque run` waits for before stopping its daemon (and what an orphaned daemon
+    waits for): runs being started or executed that are not its backfill's."""
+    import dagster as dg
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from assets import client
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        for run_id, status, backfill in (("a" * 36, dg.DagsterRunStatus.STARTED, "mine"),
+                                         ("b" * 36, dg.DagsterRunStatus.STARTING, "theirs"),
+                                         ("c" * 36, dg.DagsterRunStatus.SUCCESS, "theirs"),
+                                         ("d" * 36, dg.DagsterRunStatus.CANCELED, "theirs")):
+            instance.add_run(DagsterRun(job_name="shard_job", run_id=run_id, status=status,
+                                        tags={client.BACKFILL_TAG: backfill}))
+        assert client.runs_in_flight(instance, "mine") == ["b" * 36]
+        assert sorted(client.runs_in_flight(instance, None)) == ["a" * 36, "b" * 36]

@@ -66,10 +66,26 @@ class DaemonKeeper:
                              "Run the same command again to resume.")
         self._start(f"the Dagster daemon exited (code {code}); starting another (log: {self.log})", sys.stderr)
 
-    def stop(self) -> None:
-        from assets import daemon
+    def stop(self, backfill_id: str | None = None) -> None:
+        """Stop ours, but not under runs this command did not submit (a backfill from the
+        UI, say, that our daemon was serving): those are waited for first, with a line
+        saying so; Ctrl-C stops at once."""
+        from assets import client, daemon
 
-        if self.own is not None:
+        if self.own is None:
+            return
+        try:
+            said = set()
+            while self.own.poll() is None and (others := client.runs_in_flight(self.instance, backfill_id)):
+                if set(others) - said:
+                    print(f"waiting for {len(others)} runs this command did not submit, which its daemon is "
+                          f"running ({', '.join(r[:8] for r in others)}), before stopping it; Ctrl-C stops now",
+                          file=sys.stderr, flush=True)
+                    said |= set(others)
+                time.sleep(2)
+        except KeyboardInterrupt:
+            pass
+        finally:
             daemon.stop(self.own, self.instance)
 
 
@@ -160,7 +176,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
     try:
         keeper.ensure()
     except RuntimeError as e:
-        keeper.stop()
+        keeper.stop(backfill_id)
         client.cancel(instance, backfill_id, no_daemon=True)
         print(f"yunque run: {e}", file=sys.stderr)
         return 1
@@ -188,7 +204,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
               "to do the rest", file=sys.stderr)
         return 130
     finally:
-        keeper.stop()
+        keeper.stop(backfill_id)
     status = instance.get_backfill(backfill_id).status.value
     finish(home, follower.reports, shards, chosen.preset)
     ok = status == "COMPLETED_SUCCESS" and all(r.ok for r in follower.reports)
