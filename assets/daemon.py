@@ -18,8 +18,9 @@ Its life is tied to the command that started it: it watches its parent process a
 that is gone however it ended (kill -9 included), cancels that command's backfills and
 stops itself and its runs, as a Ctrl-C would. And a heartbeat does not outlive its
 daemon: each of ours records its process (`daemons/<daemon id>.json` in DAGSTER_HOME),
-so a heartbeat from a daemon of ours that died on this host no longer counts as one
-serving the instance. A daemon someone else runs is trusted on its heartbeat alone."""
+so a heartbeat from a daemon of ours that is gone from this host (crashed, killed, or
+stopped without a command to forget its heartbeat) no longer counts as one serving the
+instance. A daemon someone else runs is trusted on its heartbeat alone."""
 
 from __future__ import annotations
 
@@ -133,10 +134,9 @@ def forget(instance: dg.DagsterInstance) -> None:
 
 def _record_self() -> None:
     """Write `daemons/<id>.json` (pid, host, start time) once the controller has its id,
-    and delete it when this process ends normally. The id is the controller's private
-    `_daemon_uuid` (pinned Dagster): the one its heartbeats carry."""
-    import atexit
-
+    the one its heartbeats carry (the controller's private `_daemon_uuid`, pinned Dagster),
+    and delete the records of this host's daemons that are gone. A record outlives its
+    daemon on purpose: the heartbeat does too, and the record is what says it is dead."""
     import psutil
     from dagster._daemon import controller
 
@@ -144,11 +144,18 @@ def _record_self() -> None:
 
     def recording_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         init(self, *args, **kwargs)
-        path = _records(self._instance) / f"{self._daemon_uuid}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = _records(self._instance)
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.json"):
+            try:
+                record = json.loads(old.read_text())
+            except (OSError, ValueError):
+                continue
+            if record.get("host") == socket.gethostname() and not _alive(record):
+                old.unlink(missing_ok=True)
         me = psutil.Process()
-        path.write_text(json.dumps({"pid": me.pid, "host": socket.gethostname(), "started": me.create_time()}))
-        atexit.register(path.unlink, missing_ok=True)
+        (folder / f"{self._daemon_uuid}.json").write_text(
+            json.dumps({"pid": me.pid, "host": socket.gethostname(), "started": me.create_time()}))
 
     controller.DagsterDaemonController.__init__ = recording_init  # type: ignore[method-assign]
 
