@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.factory import write_two_shards
+from tests.factory import add_shard, write_two_shards
 
 SELECT = "*minhash_signatures"
 
@@ -75,6 +75,7 @@ def test_a_killed_command_takes_its_daemon_and_runs_with_it(tmp_path, monkeypatc
     command then finishes the work."""
     corpus, home = tmp_path / "corpus", tmp_path / "home"
     write_two_shards(corpus)
+    add_shard(corpus, "grande", seed=3, docs=1500)  # seconds of work: the kill lands mid-run
     dagster_home = home / "dagster"
     cli = _start_run(home, corpus)
     try:
@@ -97,7 +98,8 @@ def test_a_killed_command_takes_its_daemon_and_runs_with_it(tmp_path, monkeypatc
     assert done.returncode == 0, done.stdout + done.stderr
     assert "starting a Dagster daemon for this run" in done.stdout, done.stdout
     assert "0 failed" in done.stdout, done.stdout
-    assert not _ours(dagster_home)
+    _wait(lambda: not _ours(dagster_home) or None, 30,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
 
 
 def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
