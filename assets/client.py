@@ -11,7 +11,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -124,11 +124,11 @@ def submit(instance: dg.DagsterInstance, defs: dg.Definitions, chosen: set[Asset
     return backfill_id
 
 
-def runs_in_flight(instance: dg.DagsterInstance, backfill_id: str | None) -> list[str]:
-    """Ids of the runs being started or executed that are not `backfill_id`'s."""
+def runs_in_flight(instance: dg.DagsterInstance, besides: Collection[str] = ()) -> list[str]:
+    """Ids of the runs being started or executed that are not of the backfills `besides`."""
     runs = instance.get_runs(filters=dg.RunsFilter(statuses=[
         dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]))
-    return [r.run_id for r in runs if backfill_id is None or r.tags.get(BACKFILL_TAG) != backfill_id]
+    return [r.run_id for r in runs if r.tags.get(BACKFILL_TAG) not in besides]
 
 
 def client_id(pid: int | None = None) -> str:

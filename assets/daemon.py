@@ -176,8 +176,7 @@ def _orphaned(parent: int) -> None:
                 if b.tags.get(client.CLIENT_TAG) == client.client_id(parent)]
         for backfill_id in mine:
             client.cancel(instance, backfill_id, no_daemon=True)
-        while others := [r for r in client.runs_in_flight(instance, None)
-                         if instance.get_run_by_id(r).tags.get(client.BACKFILL_TAG) not in mine]:
+        while others := client.runs_in_flight(instance, mine):
             print(f"yunque: waiting for {len(others)} runs that command did not submit", flush=True)
             time.sleep(10)
     finally:

@@ -125,12 +125,12 @@ def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
         assert again.returncode == 0, again.stdout + again.stderr
 
 
-def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
-    """A daemon of ours that died leaves a fresh heartbeat; `serving` sees its process is
-    gone, forgets the heartbeat and says no at once, instead of for 90 s."""
+def _serving_daemon(tmp_path: Path, monkeypatch):
+    """(instance, its DAGSTER_HOME, the process) of a daemon of ours on a new home, serving."""
     from assets import daemon
     from yunque import env
 
+    # set first, so that teardown restores what they were before use_home changed them
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
     dagster_home = env.use_home(tmp_path / "home") / "dagster"
@@ -139,6 +139,19 @@ def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
     proc = daemon.start(log, backfills_only=True)
     try:
         daemon.wait_serving(instance, proc, log)
+    except RuntimeError:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return instance, dagster_home, proc
+
+
+def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
+    """A daemon of ours that died leaves a fresh heartbeat; `serving` sees its process is
+    gone, forgets the heartbeat and says no at once, instead of for 90 s."""
+    from assets import daemon
+
+    instance, dagster_home, proc = _serving_daemon(tmp_path, monkeypatch)
+    try:
         assert daemon.serving(instance)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -154,18 +167,12 @@ def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
 
 
 def test_a_live_daemon_of_ours_still_counts(tmp_path, monkeypatch):
-    """The other side: a daemon of ours that runs is serving, and stopping it cleanly
-    removes its record."""
+    """The other side: a daemon of ours that runs is serving, with its record; stopped
+    cleanly, it no longer is, and nothing of it is left running."""
     from assets import daemon
-    from yunque import env
 
-    monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
-    dagster_home = env.use_home(tmp_path / "home") / "dagster"
-    instance = _instance(dagster_home, monkeypatch)
-    log = dagster_home / "daemon.log"
-    proc = daemon.start(log, backfills_only=True)
+    instance, dagster_home, proc = _serving_daemon(tmp_path, monkeypatch)
     try:
-        daemon.wait_serving(instance, proc, log)
         assert daemon.serving(instance)
         assert len(list((dagster_home / "daemons").glob("*.json"))) == 1
     finally:
@@ -228,5 +235,5 @@ def test_runs_in_flight_are_the_ones_another_backfill_started(tmp_path):
                                          ("d" * 36, dg.DagsterRunStatus.CANCELED, "theirs")):
             instance.add_run(DagsterRun(job_name="shard_job", run_id=run_id, status=status,
                                         tags={client.BACKFILL_TAG: backfill}))
-        assert client.runs_in_flight(instance, "mine") == ["b" * 36]
-        assert sorted(client.runs_in_flight(instance, None)) == ["a" * 36, "b" * 36]
+        assert client.runs_in_flight(instance, {"mine"}) == ["b" * 36]
+        assert sorted(client.runs_in_flight(instance)) == ["a" * 36, "b" * 36]

@@ -76,7 +76,7 @@ class DaemonKeeper:
             return
         try:
             said = set()
-            while self.own.poll() is None and (others := client.runs_in_flight(self.instance, backfill_id)):
+            while self.own.poll() is None and (others := client.runs_in_flight(self.instance, {backfill_id} if backfill_id else ())):
                 if set(others) - said:
                     print(f"waiting for {len(others)} runs this command did not submit, which its daemon is "
                           f"running ({', '.join(r[:8] for r in others)}), before stopping it; Ctrl-C stops now",
