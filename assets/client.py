@@ -7,11 +7,14 @@ bound the concurrency. Nothing here executes an asset."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import socket
 import time
 from collections.abc import Collection, Iterator
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -44,10 +47,30 @@ STEP_EVENTS = {DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS, Dagst
                DagsterEventType.STEP_SKIPPED}
 
 
+@contextlib.contextmanager
+def home_lock(name: str = "setup") -> Iterator[None]:
+    """Hold one of the instance's locks (a flock in $DAGSTER_HOME) until the block ends.
+    Dagster checks and then acts, in two steps, so two commands on one home would
+    otherwise both create the sqlite schema (`table ... already exists`), both add the same
+    shard partitions (`UNIQUE constraint failed`) or both start a daemon ("setup", and
+    "daemon" in `assets.daemon`). Commands on one machine take turns; the file is never
+    deleted (a waiter would then hold a lock of its own)."""
+    path = Path(os.environ["DAGSTER_HOME"]) / f".{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 def instance() -> dg.DagsterInstance:
     """The instance of $DAGSTER_HOME (`yunque.env.use_home` sets it), for the CLI, which
-    reaches Dagster only through this package."""
-    return dg.DagsterInstance.get()
+    reaches Dagster only through this package. Opened under `home_lock`: the first
+    opening creates the storage's tables."""
+    with home_lock():
+        return dg.DagsterInstance.get()
 
 
 def select(defs: dg.Definitions, selection: str | None) -> list[dg.AssetKey]:
@@ -74,14 +97,15 @@ def register_shards(instance: dg.DagsterInstance, corpus: CorpusStorage,
     found = [s.key for s in (corpus.shards() if listed is None else listed)]
     if not found:
         raise ValueError(f"no shards under {corpus.uri}: expected one subdirectory (or file) per shard")
-    known = set(instance.get_dynamic_partitions(shards_def.name))
-    if new := [k for k in found if k not in known]:
-        instance.add_dynamic_partitions(shards_def.name, new)
-    gone = sorted(known - set(found))
-    if gone:
-        gone = sorted(set(gone) - in_unfinished_backfills(instance))
-    for key in gone:
-        instance.delete_dynamic_partition(shards_def.name, key)
+    with home_lock():  # another command registering the same shards takes its turn
+        known = set(instance.get_dynamic_partitions(shards_def.name))
+        if new := [k for k in found if k not in known]:
+            instance.add_dynamic_partitions(shards_def.name, new)
+        gone = sorted(known - set(found))
+        if gone:
+            gone = sorted(set(gone) - in_unfinished_backfills(instance))
+        for key in gone:
+            instance.delete_dynamic_partition(shards_def.name, key)
     return found, gone
 
 

@@ -97,6 +97,21 @@ def start(log: Path, env: dict[str, str] | None = None, backfills_only: bool = F
                                 start_new_session=True)
 
 
+def start_unless_serving(instance: dg.DagsterInstance, log: Path, backfills_only: bool = False) -> subprocess.Popen | None:
+    """Start our daemon (`start`) and wait until it serves, unless one serves already: then
+    None. Under the home's "daemon" lock, so that two commands started together never both
+    start one (two daemons on one instance both launch the queued runs, and each one's run
+    monitor fails the other's)."""
+    from assets.client import home_lock
+
+    with home_lock("daemon"):
+        if serving(instance):
+            return None
+        proc = start(log, backfills_only=backfills_only)
+        wait_serving(instance, proc, log)
+        return proc
+
+
 def wait_serving(instance: dg.DagsterInstance, proc: subprocess.Popen, log: Path, timeout_s: float = 180) -> None:
     deadline = time.time() + timeout_s
     while not serving(instance):

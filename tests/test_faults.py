@@ -61,6 +61,20 @@ def _rerun(home: Path, corpus: Path) -> subprocess.CompletedProcess:
                            "--select", SELECT], capture_output=True, text=True, timeout=600, check=False)
 
 
+def _outputs(home: Path) -> dict[str, list[dict]]:
+    """Every parquet output under the home's data (kept, rejected, signatures), row by row
+    (a NaN as a string: a filter's "not measured" NaN equals the other run's)."""
+    import math
+
+    import pyarrow.parquet as pq
+
+    def row(r: dict) -> dict:
+        return {k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+
+    return {str(f.relative_to(home / "data")): [row(r) for r in pq.read_table(f).to_pylist()]
+            for f in sorted((home / "data").rglob("*.parquet"))}
+
+
 def _instance(dagster_home: Path, monkeypatch):
     from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
@@ -123,6 +137,31 @@ def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
     if cli.returncode == 1:  # then the same command finishes it
         again = _rerun(home, corpus)
         assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_two_commands_at_once_on_a_new_home_both_finish(tmp_path):
+    """Two `yunque run` started together on a home that does not exist yet: they take turns
+    creating the instance, registering the shards and starting a daemon (one daemon serves
+    both; two would each fail the other's runs), both end with status 0, nothing is left
+    running, and the outputs are those of one clean run."""
+    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
+    write_two_shards(corpus)
+    dagster_home = home / "dagster"
+    both = [_start_run(home, corpus) for _ in range(2)]
+    try:
+        outs = [cli.communicate(timeout=600)[0] for cli in both]
+    finally:
+        for cli in both:
+            if cli.poll() is None:
+                os.killpg(cli.pid, signal.SIGKILL)
+    for cli, out in zip(both, outs, strict=True):
+        assert cli.returncode == 0, out
+        assert "0 failed" in out, out
+    assert sum("starting a Dagster daemon" in out for out in outs) == 1, outs
+    _wait(lambda: not _ours(dagster_home) or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
+    assert _rerun(clean, corpus).returncode == 0
+    assert _outputs(home) == _outputs(clean)
 
 
 def _serving_daemon(tmp_path: Path, monkeypatch):

@@ -34,14 +34,15 @@ class DaemonKeeper:
         self.next_check = 0.0  # when to look again whether another process' daemon serves
 
     def _start(self, why: str, stream) -> None:
+        """Start ours, unless another command started one meanwhile: then that one serves."""
         from assets import daemon
 
-        print(why, file=stream, flush=True)
-        self.own = daemon.start(self.log, backfills_only=True)
         try:
-            daemon.wait_serving(self.instance, self.own, self.log)
+            self.own = daemon.start_unless_serving(self.instance, self.log, backfills_only=True)
         except RuntimeError as e:
             raise DaemonLost(f"{e}. Run the same command again to resume.") from e
+        if self.own is not None:
+            print(why, file=stream, flush=True)
 
     def ensure(self) -> None:
         from assets import daemon
@@ -51,7 +52,7 @@ class DaemonKeeper:
                 return
             first = self.next_check == 0.0
             self.next_check = time.monotonic() + SERVING_CHECK_S
-            if not daemon.serving(self.instance):
+            if not daemon.serving(self.instance):  # checked again under the lock
                 self._start(f"starting a Dagster daemon for this run (log: {self.log})" if first else
                             f"the daemon serving this instance is gone; starting one for this command (log: {self.log})",
                             sys.stdout if first else sys.stderr)

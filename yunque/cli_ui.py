@@ -23,8 +23,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
     instance = client.instance()
     logs = Path(instance.root_directory)
     procs: list[subprocess.Popen] = []
-    if not daemon.serving(instance):
-        procs.append(daemon.start(logs / "daemon.log"))
+    try:
+        if own := daemon.start_unless_serving(instance, logs / "daemon.log"):
+            procs.append(own)
+    except RuntimeError as e:
+        print(f"yunque ui: {e}", file=sys.stderr)
+        return 1
     webserver = Path(sys.executable).with_name("dagster-webserver")
     with open(logs / "webserver.log", "a") as out:
         procs.append(subprocess.Popen([str(webserver), "-h", args.host, "-p", str(args.port), *daemon.CODE_LOCATION],
@@ -38,8 +42,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
             time.sleep(1)
             ticks += 1
             # a daemon we found at start (a `yunque run`'s) may have ended with its command
-            if ticks % 30 == 0 and len(procs) == 1 and not daemon.serving(instance):
-                procs.insert(0, daemon.start(logs / "daemon.log"))
+            if ticks % 30 == 0 and len(procs) == 1 and (own := daemon.start_unless_serving(instance, logs / "daemon.log")):
+                procs.insert(0, own)
         dead = next(p for p in procs if p.poll() is not None)
         print(f"yunque ui: {dead.args[0]} exited with code {dead.returncode}; see the logs in {logs}", file=sys.stderr)
         return 1
