@@ -279,3 +279,35 @@ def test_one_shard_is_found_as_the_full_listing_finds_it(tmp_path: Path) -> None
         assert (one.key, one.files, one.fingerprint, one.path) == (info.key, info.files, info.fingerprint, info.path)
     with pytest.raises(dg.Failure, match="'nada' is registered but no longer found"):
         corpus.shard("nada")
+
+
+def test_symbolic_links_are_followed_and_the_broken_ones_rejected(tmp_path: Path) -> None:
+    """A link to a file reads as that file, a link to a directory as its files (a whole
+    shard may be one); a dangling link, a loop of links and a link to a directory that
+    holds it are each a rejection that names the link, never skipped unsaid."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "z.txt").write_text("texto enlazado", encoding="utf-8")
+    corpus = tmp_path / "corpus"
+    shard = corpus / "s1"
+    shard.mkdir(parents=True)
+    (shard / "a.txt").write_text("hola mundo", encoding="utf-8")
+    (shard / "good.txt").symlink_to("a.txt")
+    (shard / "linkdir").symlink_to(outside)
+    (shard / "dangling.txt").symlink_to("missing.txt")
+    (shard / "b.txt").symlink_to("c.txt")
+    (shard / "c.txt").symlink_to("b.txt")
+    (shard / "selfdir").symlink_to(".")
+    (corpus / "s2").symlink_to(outside)  # a shard that is a link
+
+    fs, root = open_corpus(str(corpus))
+    shards = {s.key: s for s in list_shards(fs, root)}
+    assert sorted(shards) == ["s1", "s2"]
+    docs, rejections = read_shard(fs, root, shards["s1"], ReaderConfig())
+    assert sorted(d.source for d in docs) == ["s1/a.txt", "s1/good.txt", "s1/linkdir/z.txt"]
+    reasons = {r.source: r.reason for r in rejections}
+    assert reasons == {"s1/dangling.txt": "broken_symlink", "s1/b.txt": "broken_symlink",
+                       "s1/c.txt": "broken_symlink", "s1/selfdir": "symlink_loop"}
+    assert all(r.reason in READ_REASONS and r.detail.startswith(str(shard)) for r in rejections)
+    docs, rejections = read_shard(fs, root, shards["s2"], ReaderConfig())
+    assert [d.source for d in docs] == ["s2/z.txt"] and not rejections

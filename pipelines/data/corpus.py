@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass
 
 import fsspec
@@ -93,13 +95,22 @@ def _hidden(rel_parts: list[str]) -> bool:
     return any(p.startswith(".") for p in rel_parts)
 
 
-def _list_files(fs: fsspec.AbstractFileSystem, root: str, base: str) -> list[FileEntry]:
-    """Every non-hidden file under `base` (a directory or a file), relative to `root`."""
+def _list_files(fs: fsspec.AbstractFileSystem, root: str, base: str,
+                following: frozenset[str] = frozenset()) -> list[FileEntry]:
+    """Every non-hidden file under `base` (a directory or a file), relative to `root`.
+
+    On local disk a symbolic link is followed: to a file, it is that file; to a directory,
+    its files are listed under the link's name. A link that cannot be followed (its target
+    is missing, a loop of links, or a directory that holds the link or one it came
+    through: `following` has the real paths of the linked directories listed above it) is listed as it is, so that reading it
+    records a rejection (`readers.read_file`) instead of leaving it out unsaid."""
     found = fs.find(base, detail=True, withdirs=False)
     prefix = root.rstrip("/") + "/"
     out: list[FileEntry] = []
+    if isinstance(fs, LocalFileSystem) and not following:
+        following = frozenset({os.path.realpath(base)})
     for path, info in found.items():
-        if info.get("type") != "file" or path.endswith("/"):
+        if path.endswith("/"):
             continue  # S3 "directory marker" objects
         path = fs._strip_protocol(path)
         if not path.startswith(prefix):
@@ -107,9 +118,29 @@ def _list_files(fs: fsspec.AbstractFileSystem, root: str, base: str) -> list[Fil
         rel = path[len(prefix) :]
         if _hidden(rel.split("/")):
             continue
-        out.append((rel, int(info.get("size") or 0), _version_token(info)))
+        if info.get("type") == "file":
+            out.append((rel, int(info.get("size") or 0), _version_token(info)))
+        elif info.get("islink") and isinstance(fs, LocalFileSystem):
+            out += _linked(fs, root, path, rel, following)
     out.sort()
     return out
+
+
+def _linked(fs: LocalFileSystem, root: str, path: str, rel: str, following: frozenset[str]) -> list[FileEntry]:
+    """The files a local symbolic link stands for (see `_list_files`)."""
+    try:
+        st = os.stat(path)  # follows the link
+    except OSError:
+        return [(rel, 0, "broken-symlink")]
+    if stat.S_ISREG(st.st_mode):
+        return [(rel, st.st_size, str(st.st_mtime))]
+    if not stat.S_ISDIR(st.st_mode):
+        return []  # a device or a pipe: not a document
+    target = os.path.realpath(path)
+    holders = following | {os.path.realpath(os.path.dirname(path))}
+    if any(d == target or d.startswith(target + os.sep) for d in holders):
+        return [(rel, 0, "symlink-loop")]
+    return _list_files(fs, root, path, following | {target})
 
 
 def list_shards(fs: fsspec.AbstractFileSystem, root: str) -> list[ShardInfo]:

@@ -28,6 +28,8 @@ READ_REASONS = {
     "unreadable_parquet": "not a parquet file, or a corrupt one",
     "unknown_format": "an extension no reader handles",
     "read_error": "the file could not be opened or read (I/O error, vanished)",
+    "broken_symlink": "a symbolic link whose target is missing, or a loop of links",
+    "symlink_loop": "a symbolic link to a directory that holds it (it would be read forever)",
 }
 
 

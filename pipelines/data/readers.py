@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 from collections.abc import Iterator
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.config import ReaderConfig
 from pipelines.data.corpus import ShardInfo, get_shard
@@ -104,6 +107,9 @@ def read_file(
     """One file (`rel` relative to the root); never raises for bad content or I/O."""
     fmt, compression = detect_format(rel)
     f = FileContext(shard, rel, fmt or "unknown", cfg)
+    if (link := _bad_link(fs, f"{root.rstrip('/')}/{rel}")) is not None:
+        yield f.reject(*link)
+        return
     if fmt is None:
         known = ", ".join(sorted(FORMATS)) + " (optionally + " + ", ".join(COMPRESSIONS) + ")"
         yield f.reject("unknown_format", f"{rel}: unknown file extension; readable: {known}")
@@ -133,6 +139,20 @@ def read_file(
     except Exception as e:  # a reader bug must not stop the shard either; it is logged
         logger.exception("unexpected error reading %s", rel)
         yield f.reject("read_error", f"{rel}: unexpected {type(e).__name__}: {e}")
+
+
+def _bad_link(fs: fsspec.AbstractFileSystem, path: str) -> tuple[str, str] | None:
+    """(reason, detail) for a local symbolic link that cannot be read as a document: the
+    listing keeps those (`corpus._list_files`) so that they are rejected, not skipped."""
+    if not isinstance(fs, LocalFileSystem) or not os.path.islink(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return "broken_symlink", f"{path}: symbolic link to {os.readlink(path)!r} cannot be followed: {e.strerror}"
+    if stat.S_ISDIR(st.st_mode):
+        return "symlink_loop", f"{path}: symbolic link to {os.readlink(path)!r}, a directory that holds it"
+    return None
 
 
 def _read_text(chunks: Iterator[bytes], f: FileContext) -> Iterator[Document | Rejection]:
