@@ -104,7 +104,9 @@ class Launch:
         env: dict[str, str] = {}
         if self.nnodes == 1:
             # no torchrun restarts on one node: a refusal or a crash would only repeat, and
-            # the asset's retry policy resumes from the last checkpoint anyway
+            # the asset's retry policy resumes from the last checkpoint anyway; its stores
+            # listen on loopback only (model.torchrun_local), not on every interface
+            torchrun[2] = "model.torchrun_local"
             torchrun.append("--standalone")
         else:
             # node 0 (the one running Dagster) hosts the rendezvous store, explicitly: on one

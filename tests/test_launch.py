@@ -68,3 +68,36 @@ def test_exit_code_passes_through(tmp_path):
     rc = subprocess.run([sys.executable, "-m", "model.launch", "--", sys.executable, "-c", "raise SystemExit(7)"],
                         check=False, cwd=Path(__file__).parents[1], env={**os.environ}).returncode
     assert rc == 7
+
+
+# two gloo workers that meet and then wait, so that the stores can be looked at
+MEET = """
+import sys, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1); dist.all_reduce(t)
+open(sys.argv[1] + f"/rank{dist.get_rank()}", "w").write(str(int(t.item())))
+time.sleep(600)
+"""
+
+
+def test_one_node_torchrun_listens_on_loopback_only(tmp_path):
+    """The launch line for one node (what every training runs on one machine): its
+    rendezvous and process-group stores accept connections on 127.0.0.1 only, and the
+    workers still meet through them."""
+    import psutil
+
+    from model.launch import Launch
+
+    (tmp_path / "meet.py").write_text(MEET)
+    repo = Path(__file__).parents[1]
+    proc = subprocess.Popen(Launch(nproc_per_node=2).command("meet", str(tmp_path)), cwd=repo, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(repo)])})
+    try:
+        assert _wait_for(tmp_path / "rank0", 120) == 2 and _wait_for(tmp_path / "rank1", 30) == 2
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        listening = [c.laddr for p in tree for c in p.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+        assert len(listening) >= 2, listening  # the rendezvous store and the workers' store
+        assert all(addr.ip == "127.0.0.1" for addr in listening), listening
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)

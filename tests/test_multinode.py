@@ -336,6 +336,7 @@ def test_launcher_command_on_several_nodes():
 
     one = TorchrunLauncher().command("model.train", "--config", "c.json")
     assert "--standalone" in one and not any(a.startswith(("--max-restarts", "--env")) for a in one)
+    assert one[one.index("--") + 1:][1:3] == ["-m", "model.torchrun_local"]  # its stores on loopback
     for rank in (0, 1):
         cmd = TorchrunLauncher(nproc_per_node=4, nnodes=3, node_rank=rank, rdzv_endpoint="n0:29400",
                                rdzv_conf="keep_alive_interval=2").command("model.train", "--config", "c.json")
