@@ -8,6 +8,8 @@ import dagster as dg
 from assets.jobs import PER_SHARD
 from assets.partitions import in_unfinished_backfills, shards
 from resources import CorpusStorage
+from stages import home as home_settings
+from stages.env import home_url
 
 # How often the corpus is listed; the tests shorten it.
 INTERVAL = int(os.environ.get("YUNQUE_SENSOR_INTERVAL", "60"))
@@ -30,6 +32,31 @@ def materialized_fingerprint(instance: dg.DagsterInstance, shard: str) -> str | 
         return None
     value = records[0].asset_materialization.metadata.get("fingerprint")
     return value.value if isinstance(value, dg.TextMetadataValue) else None
+
+
+def _home_corpus() -> tuple[str, str, str] | None:
+    """(home, corpus, S3 endpoint) as the home's settings give them now."""
+    try:
+        saved = home_settings.read(home_url())
+    except ValueError:  # a broken yunque.json: the code location said so at load
+        return None
+    return home_url(), saved.corpus, saved.s3_endpoint
+
+
+# What the home's settings said when this code location loaded (its resources come from them)
+LOADED = _home_corpus()
+
+
+def current_corpus(loaded: CorpusStorage) -> CorpusStorage:
+    """The corpus the home's settings name now. This sensor runs in a code server that read
+    them once, when it loaded (a `yunque ui` opened yesterday); a `yunque run` with another
+    corpus has rewritten them since, and listing the old corpus would deregister the new
+    one's shards. Only a change of the settings since the load counts: YUNQUE_CORPUS, or a
+    corpus given to `build_resources`, still wins as long as the settings stay as they were."""
+    now = _home_corpus()
+    if now is None or LOADED is None or now == LOADED or now[0] != LOADED[0] or not now[1]:
+        return loaded
+    return CorpusStorage(uri=now[1], endpoint_url=now[2] or loaded.endpoint_url, anon=loaded.anon)
 
 
 def shards_backfill(keys: list[str]) -> dg.RunRequest:
@@ -59,6 +86,7 @@ def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> 
     The shards of one tick go in one backfill, which the per-shard assets' backfill policy
     batches: 500 shards landing at once make a few runs, not 500."""
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    corpus = current_corpus(corpus)
     found = {s.key: s.fingerprint for s in corpus.shards()}
     registered = set(context.instance.get_dynamic_partitions(shards.name))
     new_keys = sorted(k for k in found if k not in registered)

@@ -139,3 +139,27 @@ def test_a_gone_shard_a_backfill_targets_stays_registered_until_it_ends(tmp_path
                                                                                 ["dos"])]
         assert client.register_shards(instance, CorpusStorage(uri=str(root))) == (["uno"], ["dos"])
         assert instance.get_dynamic_partitions("shards") == ["uno"]
+
+
+def test_the_sensor_lists_the_corpus_the_home_names_now(tmp_path, monkeypatch):
+    """A code server loaded with one corpus (a `yunque ui` opened earlier); then `yunque
+    run` rewrote the home's settings with another. The next tick lists the new corpus:
+    it registers its shards and never deregisters them for being absent from the old one."""
+    from assets import sensors
+    from stages import home as home_settings
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    add_shard(old, "viejo")
+    add_shard(new, "nuevo", seed=2)
+    monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
+    home_settings.write(tmp_path / "home", home_settings.HomeSettings(corpus=str(old)))
+    monkeypatch.setattr(sensors, "LOADED", sensors._home_corpus())
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("shards", ["viejo"])
+        assert _requested(_tick(instance, old, None)) == ["viejo"]  # unchanged settings: the corpus it loaded
+        home_settings.write(tmp_path / "home", home_settings.HomeSettings(corpus=str(new)))
+        tick = _tick(instance, old, None)
+        adds = [list(r.partition_keys) for r in tick.dynamic_partitions_requests
+                if type(r).__name__ == "AddDynamicPartitionsRequest"]
+        assert adds == [["nuevo"]]
+        assert _requested(tick) == ["nuevo"]
