@@ -9,20 +9,29 @@ evaluation, the export and the promotion decision, in one run."""
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from assets.partitions import consumed_shards
 from resources import CorpusStorage, YunqueSettings
+from stages import home as home_settings
+from stages.env import home_url
 from stages.retrain import unseen_shards
 from stages.store import cache_key
 
 IN_PROGRESS = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
                dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
-# Dagster schedules are code: the cadence comes from the environment of the code location.
-TRAINING_CRON = os.environ.get("YUNQUE_TRAINING_CRON", "0 * * * *")
+# Dagster schedules are code: the cadence comes from YUNQUE_TRAINING_CRON of the code
+# location's process, else from the home's settings (`yunque ui --training-cron`), else hourly.
+TRAINING_CRON = home_settings.timing(home_url()).training_cron
+
+def valid_cron(text: str) -> bool:
+    """Whether Dagster accepts `text` as a schedule's cron (a bad one in the home's
+    settings would stop every process from loading the code location)."""
+    from dagster._utils.schedules import is_valid_cron_string
+
+    return is_valid_cron_string(text)
+
 
 train_job = dg.define_asset_job(
     "train_and_promote", selection=dg.AssetSelection.assets("base_model").downstream(),
@@ -33,7 +42,7 @@ train_job = dg.define_asset_job(
 
 @dg.schedule(job=train_job, cron_schedule=TRAINING_CRON, default_status=dg.DefaultScheduleStatus.STOPPED,
              description="Off by default: turn it on to carry new data to a model. On each tick (cron "
-                         "YUNQUE_TRAINING_CRON, hourly by default), if token shards exist that the base model has "
+                         f"{TRAINING_CRON!r}: yunque ui --training-cron, hourly by default), if token shards exist that the base model has "
                          "not trained on, runs train_and_promote; otherwise skips and says why. A failed attempt "
                          "on the same data is not retried by the schedule: relaunch it from the UI.")
 def train_on_new_data(context: dg.ScheduleEvaluationContext, settings: YunqueSettings,

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import dagster as dg
@@ -95,6 +96,27 @@ def start(log: Path, env: dict[str, str] | None = None, backfills_only: bool = F
         return subprocess.Popen([sys.executable, "-m", "assets.daemon", "run", *CODE_LOCATION],
                                 env={**os.environ, **(env or {}), **scope}, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+
+
+def _timing():
+    """The timing this process' code servers load (`stages.home.timing`)."""
+    from stages import home
+    from stages.env import home_url
+
+    return home.timing(home_url())
+
+
+def serving_record(instance: dg.DagsterInstance) -> dict | None:
+    """The record of the daemon of ours whose heartbeat is fresh (pid, host, scope: "all"
+    or "backfills", timing: what its code servers loaded), or None: no daemon serves, or
+    one we did not start (`dagster dev`, `dagster-daemon run`)."""
+    beat = instance.get_daemon_heartbeats().get("BACKFILL")
+    if beat is None or time.time() - beat.timestamp >= FRESH_S:
+        return None
+    try:
+        return json.loads((_records(instance) / f"{beat.daemon_id}.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def start_unless_serving(instance: dg.DagsterInstance, log: Path, backfills_only: bool = False) -> subprocess.Popen | None:
@@ -169,8 +191,9 @@ def _record_self() -> None:
             if record.get("host") == socket.gethostname() and not _alive(record):
                 old.unlink(missing_ok=True)
         me = psutil.Process()
-        (folder / f"{self._daemon_uuid}.json").write_text(
-            json.dumps({"pid": me.pid, "host": socket.gethostname(), "started": me.create_time()}))
+        record = {"pid": me.pid, "host": socket.gethostname(), "started": me.create_time(),
+                  "scope": os.environ.get("YUNQUE_DAEMON_SCOPE", "all"), "timing": asdict(_timing())}
+        (folder / f"{self._daemon_uuid}.json").write_text(json.dumps(record))
 
     controller.DagsterDaemonController.__init__ = recording_init  # type: ignore[method-assign]
 

@@ -1,7 +1,6 @@
 """The shard sensor: new shards at the corpus location become partitions and runs."""
 
 import json
-import os
 
 import dagster as dg
 
@@ -11,8 +10,9 @@ from resources import CorpusStorage
 from stages import home as home_settings
 from stages.env import home_url
 
-# How often the corpus is listed; the tests shorten it.
-INTERVAL = int(os.environ.get("YUNQUE_SENSOR_INTERVAL", "60"))
+# How often the corpus is listed: YUNQUE_SENSOR_INTERVAL, else the home's settings
+# (`yunque ui --sensor-interval`), else 60 s
+INTERVAL = home_settings.timing(home_url()).sensor_interval_s
 
 RAW = dg.AssetKey("raw_documents")
 
@@ -72,7 +72,7 @@ def shards_backfill(keys: list[str]) -> dg.RunRequest:
 
 @dg.sensor(
     asset_selection=dg.AssetSelection.assets(*PER_SHARD), minimum_interval_seconds=INTERVAL, default_status=dg.DefaultSensorStatus.RUNNING,
-    description=f"Lists the corpus every {INTERVAL} s (YUNQUE_SENSOR_INTERVAL): registers each new shard as a "
+    description=f"Lists the corpus every {INTERVAL} s (yunque ui --sensor-interval): registers each new shard as a "
                 "partition of `shards` and requests shard_job's assets for it, again for a shard whose files changed "
                 "(new fingerprint), in one backfill per tick (batched into runs of YUNQUE_SHARDS_PER_RUN shards), "
                 "and deregisters a shard that is gone. A shard whose latest raw_documents "

@@ -6,6 +6,7 @@ configuration instead of each process guessing from its own environment."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,41 @@ from stages.store import write_json
 SETTINGS_FILE = "yunque.json"
 
 
+# The daemon's cadence when neither the process' environment nor the home sets it
+SENSOR_INTERVAL_S = 60
+TRAINING_CRON = "0 * * * *"
+
+
 @dataclass
 class HomeSettings:
     corpus: str = ""  # "" until a run names one: the sample corpus under the home
     preset: str = "tiny"
     overrides: dict[str, Any] = field(default_factory=dict)
     s3_endpoint: str = ""
+    # the daemon's timing (`yunque ui --sensor-interval/--training-cron`); 0 / "": the defaults
+    sensor_interval_s: int = 0
+    training_cron: str = ""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """When the shard sensor lists the corpus and when the training schedule ticks. Dagster
+    reads both from code when a code location loads, so every process that loads it (the
+    UI's webserver, a daemon's code servers) must find the same values: in the home."""
+
+    sensor_interval_s: int
+    training_cron: str
+
+    def describe(self) -> str:
+        return f"shard sensor every {self.sensor_interval_s} s, training schedule cron {self.training_cron!r}"
+
+
+def timing(home: str | Path) -> Timing:
+    """YUNQUE_SENSOR_INTERVAL / YUNQUE_TRAINING_CRON of this process, else the home's
+    settings, else the defaults."""
+    saved = read(home)
+    interval = os.environ.get("YUNQUE_SENSOR_INTERVAL") or saved.sensor_interval_s or SENSOR_INTERVAL_S
+    return Timing(int(interval), os.environ.get("YUNQUE_TRAINING_CRON") or saved.training_cron or TRAINING_CRON)
 
 
 def _remote(home: str | Path) -> RemoteHome | None:

@@ -217,6 +217,50 @@ def postgres_server(base: Path) -> Iterator[str]:
             shutil.rmtree(root, ignore_errors=True)
 
 
+class PgServer:
+    """A server of our own that a test may stop and start again on the same port (an
+    outage); `url` is its database's."""
+
+    def __init__(self, bindir: Path, data: Path, user: pwd.struct_passwd | None, log: Path):
+        self.bindir, self.data, self.user, self.log = bindir, data, user, log
+        self.proc, self.port = _start(bindir, data, user, log)
+        _create_role_and_database(self.port)
+        self.url = _dsn(self.port, ROLE, PASSWORD, DATABASE)
+
+    def stop(self) -> None:
+        _stop(self.proc)
+
+    def start(self) -> None:
+        """Again, on the same port."""
+        settings = [a for k, v in SERVER_SETTINGS.items() for a in ("-c", f"{k}={v}")]
+        with open(self.log, "a") as out:
+            self.proc = subprocess.Popen([*_as(self.user), str(self.bindir / "postgres"), "-D", str(self.data), "-p",
+                                          str(self.port), *settings], env=_env(), stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        if not _wait_ready(self.proc, self.port, self.log):
+            raise RuntimeError(f"PostgreSQL could not take port {self.port} again:\n{_tail(self.log)}")
+
+
+@contextmanager
+def restartable_postgres(base: Path) -> Iterator[PgServer]:
+    """A PostgreSQL server of the test's own (`PgServer`), stopped at the end."""
+    bindir = binaries()
+    if bindir is None:
+        pytest.skip("no PostgreSQL server binaries (initdb, postgres): apt-get install postgresql")
+    user = _server_user()
+    root, ours = _owned_dir(base, user)
+    server = None
+    try:
+        _initdb(bindir, root / "data", user)
+        server = PgServer(bindir, root / "data", user, base / "postgres.log")
+        yield server
+    finally:
+        if server is not None:
+            _stop(server.proc)
+        if ours:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def new_database(url: str, name: str) -> str:
     """A fresh database on the server of `url`, owned by its role; returns its URL."""
     import psycopg2

@@ -164,7 +164,7 @@ def test_two_commands_at_once_on_a_new_home_both_finish(tmp_path):
     assert _outputs(home) == _outputs(clean)
 
 
-def _serving_daemon(tmp_path: Path, monkeypatch):
+def _serving_daemon(tmp_path: Path, monkeypatch, backfills_only: bool = True):
     """(instance, its DAGSTER_HOME, the process) of a daemon of ours on a new home, serving."""
     from assets import daemon
     from yunque import env
@@ -175,7 +175,7 @@ def _serving_daemon(tmp_path: Path, monkeypatch):
     dagster_home = env.use_home(tmp_path / "home") / "dagster"
     instance = _instance(dagster_home, monkeypatch)
     log = dagster_home / "daemon.log"
-    proc = daemon.start(log, backfills_only=True)
+    proc = daemon.start(log, backfills_only=backfills_only)
     try:
         daemon.wait_serving(instance, proc, log)
     except RuntimeError:
@@ -276,3 +276,108 @@ def test_runs_in_flight_are_the_ones_another_backfill_started(tmp_path):
                                         tags={client.BACKFILL_TAG: backfill}))
         assert client.runs_in_flight(instance, {"mine"}) == ["b" * 36]
         assert sorted(client.runs_in_flight(instance)) == ["a" * 36, "b" * 36]
+
+
+def test_a_ui_whose_timing_the_serving_daemon_does_not_have_says_so(tmp_path, monkeypatch):
+    """`yunque ui --training-cron ... --sensor-interval ...` keeps them in the home's
+    settings; when another daemon of ours already serves the home with other timing (a UI
+    opened earlier), this UI says so in one line, with that daemon's pid, instead of
+    showing a cadence nobody runs."""
+    from stages import home as home_settings
+
+    monkeypatch.delenv("YUNQUE_TRAINING_CRON", raising=False)
+    monkeypatch.delenv("YUNQUE_SENSOR_INTERVAL", raising=False)
+    instance, dagster_home, proc = _serving_daemon(tmp_path, monkeypatch, backfills_only=False)
+    home = dagster_home.parent
+    ui = subprocess.Popen([sys.executable, "-m", "yunque.cli", "--home", str(home), "ui", "--port", "0",
+                           "--training-cron", "*/3 * * * *", "--sensor-interval", "20"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = ui.stderr.readline()
+    finally:
+        os.killpg(ui.pid, signal.SIGINT)
+        ui.wait(timeout=60)
+        from assets import daemon
+
+        daemon.stop(proc, instance)
+    assert line.startswith(f"yunque ui: the daemon serving this home (pid {proc.pid}) ticks with shard sensor every "
+                           "60 s, training schedule cron '0 * * * *', not shard sensor every 20 s, training "
+                           "schedule cron '*/3 * * * *'"), line
+    saved = home_settings.read(home)
+    assert (saved.sensor_interval_s, saved.training_cron) == (20, "*/3 * * * *")
+    _wait(lambda: not _ours(dagster_home) or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
+
+
+def test_a_short_database_outage_is_waited_out(tmp_path, monkeypatch):
+    """PostgreSQL stopped and started again 15 s later: a storage call made in between
+    waits for it (dagster-postgres alone gives up after about 11 s), and one beyond
+    YUNQUE_OUTAGE_GRACE_S fails with the exception `yunque.faults` turns into one line."""
+    import threading
+
+    import pytest
+    from dagster_postgres.utils import DagsterPostgresException
+
+    from tests.pg_server import restartable_postgres
+    from yunque import env
+
+    with restartable_postgres(tmp_path) as pg:
+        monkeypatch.setenv(env.POSTGRES_URL, pg.url)
+        monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
+        monkeypatch.delenv("YUNQUE_OUTAGE_GRACE_S", raising=False)
+        env.use_home(tmp_path / "home")
+        from assets import client
+
+        instance = client.instance()
+        assert list(instance.get_runs()) == []
+        pg.stop()
+        later = threading.Timer(15, pg.start)
+        later.start()
+        started = time.monotonic()
+        try:
+            assert list(instance.get_runs()) == []
+        finally:
+            later.join()
+        assert time.monotonic() - started >= 14
+
+        monkeypatch.setenv("YUNQUE_OUTAGE_GRACE_S", "2")
+        pg.stop()
+        started = time.monotonic()
+        with pytest.raises(DagsterPostgresException, match=r"did not answer for 2 s \(YUNQUE_OUTAGE_GRACE_S\)"):
+            instance.get_runs()
+        assert time.monotonic() - started < 10
+        pg.start()
+
+
+def test_postgres_stopped_for_20_s_mid_run_is_ridden_out(tmp_path):
+    """`yunque run` on a PostgreSQL instance, the server stopped for 20 s while a run
+    works and started again: the command, its daemon and its runs wait for it, the command
+    ends with status 0, nothing is left running, and the outputs are a clean run's."""
+    from tests.pg_server import restartable_postgres
+    from yunque import env
+
+    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
+    write_two_shards(corpus)
+    add_shard(corpus, "grande", seed=3, docs=1500)
+    dagster_home = home / "dagster"
+    with restartable_postgres(tmp_path) as pg:
+        cmd = [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
+               "--select", SELECT]
+        cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True, env={**os.environ, env.POSTGRES_URL: pg.url})
+        try:
+            _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
+            pg.stop()
+            time.sleep(20)
+            pg.start()
+            out, _ = cli.communicate(timeout=600)
+        finally:
+            if cli.poll() is None:
+                os.killpg(cli.pid, signal.SIGKILL)
+        assert cli.returncode == 0, out
+        assert "0 failed" in out, out
+        _wait(lambda: not _ours(dagster_home) or None, 60,
+              f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
+    assert _rerun(clean, corpus).returncode == 0
+    assert _outputs(home) == _outputs(clean)

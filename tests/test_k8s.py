@@ -173,7 +173,13 @@ def test_instance_yaml_validates_against_dagsters_schema(tmp_path: Path) -> None
     assert (launcher["module"], launcher["class"]) == ("dagster_k8s", "K8sRunLauncher")
     result = validate_config(K8sRunLauncher.config_type(), launcher["config"])
     assert result.success, result.errors
-    assert config["storage"]["postgres"]["postgres_url"] == {"env": "YUNQUE_DAGSTER_POSTGRES_URL"}
+    storage = config["storage"]["custom"]
+    assert (storage["module"], storage["class"]) == ("resources.pg_storage", "PostgresStorage")
+    from resources.pg_storage import PostgresStorage
+
+    checked = validate_config(PostgresStorage.config_type(), storage["config"])
+    assert checked.success, checked.errors
+    assert storage["config"]["postgres_url"] == {"env": "YUNQUE_DAGSTER_POSTGRES_URL"}
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator" and config["telemetry"]["enabled"] is False
     root = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     assert config["concurrency"] == root["concurrency"]

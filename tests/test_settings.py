@@ -67,3 +67,18 @@ def test_build_checks_first_and_keeps_only_what_was_set():
     assert s.data_config().model.dim == 384
     with pytest.raises(ValueError, match="unknown config key 'langid.nope'"):
         YunqueSettings.build("/h", "tiny", {"langid.nope": 1})
+
+
+def test_the_daemon_timing_comes_from_the_process_then_the_home_then_the_defaults(tmp_path, monkeypatch):
+    """Dagster reads a sensor's interval and a schedule's cron from code, when a code
+    location loads: every process that loads it finds them in the home's settings, and an
+    environment variable of one process still overrides them for that process."""
+    from stages import home
+
+    monkeypatch.delenv("YUNQUE_SENSOR_INTERVAL", raising=False)
+    monkeypatch.delenv("YUNQUE_TRAINING_CRON", raising=False)
+    assert home.timing(tmp_path) == home.Timing(home.SENSOR_INTERVAL_S, home.TRAINING_CRON)
+    home.write(tmp_path, home.HomeSettings(corpus="c", sensor_interval_s=20, training_cron="*/3 * * * *"))
+    assert home.timing(tmp_path) == home.Timing(20, "*/3 * * * *")
+    monkeypatch.setenv("YUNQUE_TRAINING_CRON", "0 0 * * *")
+    assert home.timing(tmp_path) == home.Timing(20, "0 0 * * *")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -145,8 +146,8 @@ def _settings(args: argparse.Namespace, home: Path, overrides: dict):
 
     saved = home_settings.read(env.home_url())
     corpus = args.corpus or saved.corpus or str(home / "sample")
-    new = home_settings.HomeSettings(corpus=corpus, preset=args.preset, overrides=overrides,
-                                     s3_endpoint=args.s3_endpoint or saved.s3_endpoint)
+    new = dataclasses.replace(saved, corpus=corpus, preset=args.preset, overrides=overrides,
+                              s3_endpoint=args.s3_endpoint or saved.s3_endpoint)
     return saved, new
 
 

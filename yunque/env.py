@@ -1,6 +1,7 @@
 """The CLI's environment: telemetry off (`stages.env`), and one home for Yunque's outputs
 and the Dagster instance."""
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,10 @@ _REPO = Path(__file__).resolve().parents[1]
 SQLITE_PROFILE = _REPO / "dagster.yaml"
 POSTGRES_PROFILE = _REPO / "deploy" / "postgres" / "dagster.yaml"
 _MINIMAL = "telemetry:\n  enabled: false\n"  # if the repository's dagster.yaml is not installed
+# sha256 (first 16 hex digits) of earlier versions of deploy/postgres/dagster.yaml: a home
+# holding one of them, as we wrote it, gets the current profile (storage that rides out
+# a database outage, the run queue read every second)
+EARLIER_POSTGRES_PROFILES = {"e97086e5065422f4", "2afa2b14487515a9", "3095b2d9e7827f84"}
 
 
 def use_home(path: str | Path | None = None) -> Path:
@@ -41,14 +46,15 @@ def _read(path: Path) -> str:
 
 
 def _instance_settings(target: Path) -> None:
-    """Write the dagster.yaml the environment asks for. Absent, or exactly our sqlite file,
-    it becomes the Postgres profile when YUNQUE_DAGSTER_POSTGRES_URL is set; any other file
+    """Write the dagster.yaml the environment asks for. Absent, exactly our sqlite file, or
+    an earlier version of our Postgres profile, it becomes the Postgres profile when YUNQUE_DAGSTER_POSTGRES_URL is set; any other file
     is the user's, left as it is (with a warning when the variable is set and the file does
     not read it). A file that reads the variable while it is unset, or a URL the installed
     drivers cannot open, stops here in words instead of in every Dagster process."""
     url = os.environ.get(POSTGRES_URL)
     current = target.read_text() if target.exists() else None
-    if url and current in (None, _read(SQLITE_PROFILE), _MINIMAL):
+    ours = current in (None, _read(SQLITE_PROFILE), _MINIMAL) or _digest(current) in EARLIER_POSTGRES_PROFILES
+    if url and ours:
         current = POSTGRES_PROFILE.read_text()
         target.write_text(current)
     elif current is None:
@@ -63,6 +69,10 @@ def _instance_settings(target: Path) -> None:
                          f"({URL_FORM}); set it, or delete that file to go back to a fresh sqlite instance")
     else:
         _check_driver(url)
+
+
+def _digest(text: str | None) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16] if text is not None else ""
 
 
 def _check_driver(url: str) -> None:
