@@ -14,8 +14,8 @@ import re
 import socket
 import time
 from collections.abc import Collection, Iterator
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
@@ -44,7 +44,10 @@ RANGE_END_TAG = "dagster/asset_partition_range_end"
 EVENTS = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_CHECK_EVALUATION,
           DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED}
 STEP_EVENTS = {DagsterEventType.STEP_START, DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE,
-               DagsterEventType.STEP_SKIPPED}
+               DagsterEventType.STEP_SKIPPED, DagsterEventType.STEP_UP_FOR_RETRY}
+# Read as they happen from a run of no shards (the model half is one run of many assets),
+# so that each asset's line comes when it materializes, not when the whole chain ends.
+LIVE_EVENTS = {DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_CHECK_EVALUATION}
 
 
 @contextlib.contextmanager
@@ -194,6 +197,8 @@ class RunReport:
     per_shard: dict[tuple[str, str], dict] = field(default_factory=dict)  # (asset, shard) -> plain metadata
     checks: list[tuple[str, str, bool, bool]] = field(default_factory=list)  # (asset[shard], check, passed, blocking)
     error: str | None = None
+    # the assets of this run whose lines were printed while it ran (`Follower.new_live`)
+    shown: set[str] = field(default_factory=set)
 
     @property
     def partition(self) -> str | None:
@@ -251,6 +256,16 @@ def run_shards(run: dg.DagsterRun, order: list[str]) -> list[str]:
 
 
 @dataclass
+class Retry:
+    """A step that failed and that Dagster will run again (its RetryPolicy)."""
+
+    run_id: str
+    step: str
+    attempt: int  # the attempt about to start (2 for the first retry)
+    cause: str
+
+
+@dataclass
 class Progress:
     status: str
     planned: int  # asset partitions the backfill targets
@@ -273,6 +288,10 @@ class Follower:
         self._runs: list[dg.DagsterRun] = []
         self._cursors: dict[str, str | None] = {}  # run id -> event log cursor of its step events
         self._steps: dict[str, tuple[set[str], set[str]]] = {}  # run id -> (started, ended) step keys
+        self._live: list[RunReport] = []  # assets materialized in runs still going, not yet returned
+        self._shown: dict[str, set[str]] = {}  # run id -> assets returned by `new_live`
+        self._retries: list[Retry] = []
+        self._attempts: dict[tuple[str, str], int] = {}
 
     def poll(self) -> None:
         # the backfill before its runs: a run that ends after this read is seen next poll
@@ -292,15 +311,49 @@ class Follower:
                 self._steps.pop(run.run_id, None)
                 continue
             started, ended = self._steps.setdefault(run.run_id, (set(), set()))
+            # per-shard runs' materializations (a thousand a level) wait for the run's end
+            live = run_label(run) is None
             got = self.instance.get_records_for_run(run.run_id, cursor=self._cursors.get(run.run_id),
-                                                   of_type=STEP_EVENTS)
+                                                   of_type=STEP_EVENTS | LIVE_EVENTS if live else STEP_EVENTS)
             self._cursors[run.run_id] = got.cursor
             for r in got.records:
                 ev = r.event_log_entry.dagster_event
-                (started if ev.event_type == DagsterEventType.STEP_START else ended).add(ev.step_key)
+                if ev.event_type in LIVE_EVENTS:
+                    self._add_live(run.run_id, ev)
+                elif ev.event_type == DagsterEventType.STEP_UP_FOR_RETRY:
+                    n = self._attempts[(run.run_id, ev.step_key)] = self._attempts.get((run.run_id, ev.step_key), 1) + 1
+                    self._retries.append(Retry(run.run_id, ev.step_key, n, _cause(ev.step_retry_data.error)))
+                else:
+                    (started if ev.event_type == DagsterEventType.STEP_START else ended).add(ev.step_key)
             active += [(s, run_label(run)) for s in sorted(started - ended)]
         return Progress(self._backfill.status.value, data.target_subset.num_partitions_and_non_partitioned_assets,
                         done, failed, active)
+
+    def _add_live(self, run_id: str, ev) -> None:
+        if ev.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+            rep = RunReport(run_id, [], True, "STARTED")
+            rep.add_materialization(ev.step_materialization_data.materialization)
+            self._live.append(rep)
+        else:  # a check of an asset materialized just before
+            c = ev.asset_check_evaluation_data
+            target = next((rep for rep in reversed(self._live) if rep.run_id == run_id
+                           and c.asset_key.to_user_string() in rep.assets), None)
+            if target is not None:
+                target.add_check(c.asset_key, c.partition, c.check_name, c.passed, bool(c.blocking))
+
+    def new_live(self) -> Iterator[RunReport]:
+        """One report per asset that a run of no shards materialized since the last call,
+        with its checks as far as they were read (`progress` reads them). The run's own
+        report, when it ends, leaves these assets out (`RunReport.shown`)."""
+        ready, self._live = self._live, []
+        for rep in ready:
+            self._shown.setdefault(rep.run_id, set()).update(rep.assets)
+            yield rep
+
+    def new_retries(self) -> list[Retry]:
+        """The steps put up for retry since the last call."""
+        out, self._retries = self._retries, []
+        return out
 
     def finished(self) -> bool:
         if self._backfill is None:
@@ -336,6 +389,7 @@ class Follower:
                 data = ev.event_specific_data
                 cause = _cause(getattr(data, "error", None)) or _first_line(ev.message or r.event_log_entry.user_message)
                 run_end = f"run {run.status.value.lower()}: {cause}" if cause else None
+        rep.shown = self._shown.pop(run.run_id, set())
         if not rep.ok and rep.error is None:
             # no step failed: the run itself ended (a worker that died, a cancellation, a
             # launch that failed); its own event says why, the run's logs say more

@@ -133,7 +133,19 @@ def cli_home(corpus, tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("cli") / "home"
     done = _run_cli(home, corpus, None)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    (home.parent / "run.out").write_text(done.stdout)
     return home
+
+
+def test_the_model_half_prints_each_asset_as_it_materializes(cli_home):
+    """The model half is one run of a dozen assets: `yunque run` prints each one's line as
+    it lands (the run's own line would name them all at its end)."""
+    lines = (cli_home.parent / "run.out").read_text().splitlines()
+    for asset, later in (("base_model", "sft_model"), ("sft_model", "dpo_model"), ("reward_model", "exported_model")):
+        assert any(line.startswith(f"[corpus] {asset} ") and later not in line for line in lines), \
+            f"no line of its own for {asset}:\n" + "\n".join(lines)
+    first = next(i for i, line in enumerate(lines) if line.startswith("[corpus] base_model "))
+    assert first < next(i for i, line in enumerate(lines) if line.startswith("[corpus] sft_model "))
 
 
 def test_cli_run_is_one_backfill_through_the_daemon(cli_home):
@@ -264,3 +276,46 @@ def test_cancelling_a_training_run_under_the_daemon_leaves_no_process(cli_home, 
         wait_for("the training processes to end", lambda: not _tree(marker), 90)
         assert cli.wait(timeout=120) != 0
     assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED
+
+
+def test_a_training_retry_says_why_and_where_it_resumed(cli_home, corpus, tmp_path):
+    """A training worker killed after a checkpoint: the asset's retry policy runs it again,
+    and `yunque run` says so in one line (why), then where the new attempt resumed."""
+    overrides = {**json.loads(SMALL_RUN), "train.steps": 400, "train.checkpoint_every": 5,
+                 "train.continue_from_previous": False}
+    cmd = [YUNQUE, "--home", str(cli_home), "run", "--corpus", str(corpus), "--select", "key:base_model",
+           "--overrides", json.dumps(overrides)]
+    marker = str(cli_home / "data" / "base_model" / "train_config.json")
+    metrics = cli_home / "data" / "base_model" / "metrics.jsonl"
+    start = metrics.stat().st_size if metrics.exists() else 0
+    with open(tmp_path / "cli.log", "w") as log:
+        cli = subprocess.Popen(cmd, cwd=REPO, env=_env(cli_home), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            def checkpointed():
+                text = metrics.read_bytes()[start:].decode(errors="replace") if metrics.exists() else ""
+                return '"event": "checkpoint"' in text and _workers(marker)
+            worker = wait_for("a checkpoint of the new training", checkpointed, 300, poll=0.5)[0]
+            os.kill(worker, signal.SIGKILL)
+            assert cli.wait(timeout=600) == 0, (tmp_path / "cli.log").read_text()
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+    out = (tmp_path / "cli.log").read_text()
+    assert "[base_model] failed, retrying (attempt 2): " in out, out
+    resumed = next(line for line in out.splitlines() if line.startswith("[base_model] attempt 2: "))
+    assert "resumed from step " in resumed and "(checkpoint " in resumed, resumed
+    assert int(resumed.split("resumed from step ")[1].split()[0]) >= 5
+
+
+def _workers(marker: str) -> list[int]:
+    """The training worker processes (not the supervisor, nor torchrun's agent)."""
+    agents = ("model.launch", "torch.distributed.run", "model.torchrun_local")
+    found = []
+    for pid in _tree(marker):
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:  # ended meanwhile
+            continue
+        if not any(a in line for a in agents):
+            found.append(pid)
+    return found

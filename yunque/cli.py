@@ -121,7 +121,9 @@ def _eval_summary(metadata: dict, home: Path) -> None:
 
 
 def _line(report) -> str:
-    """A finished run, in one line: what each asset did, then ok / FAILED, naming failed checks."""
+    """A finished run, in one line: what each asset did, then ok / FAILED, naming failed
+    checks. The assets whose lines came while the run went (`RunReport.shown`) are left
+    out, and so is the whole line of a run that has nothing more to say."""
     if len(report.shards) > 1:  # a batch of shards: per asset, documents in and out and cache hits
         parts = []
         for name in dict.fromkeys(a for a, _ in report.per_shard):
@@ -133,7 +135,10 @@ def _line(report) -> str:
                     if any("train_tokens" in m for m in mds) else "")
             parts.append(f"{name} {len(mds)} shards{docs}{f' ({cached} cached)' if cached else ''}")
     else:
-        parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in report.assets.items()]
+        parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in report.assets.items()
+                 if name not in report.shown]
+        if report.ok and report.shown and not parts and not report.failed_checks:
+            return ""
     status = "ok" if report.ok else f"FAILED: {report.error}"
     if report.failed_checks:
         status += f" (checks failed: {', '.join(report.failed_checks)})"

@@ -1,6 +1,8 @@
 """Following a backfill in the terminal: a bar of asset partitions done out of planned,
-a line per finished run, and, while a training asset runs, its step out of its steps with
-the ETA on a line of its own. The runs execute in other processes (launched by the
+a line per finished run (and per asset of a run of no shards as it materializes: the
+model half is one run), a line per step put up for retry (for training, where its next
+attempt resumed), and, while a training asset runs, its step out of its steps with the
+ETA on a line of its own. The runs execute in other processes (launched by the
 daemon), so nothing they print can land on these lines."""
 
 from __future__ import annotations
@@ -36,6 +38,35 @@ def training_status(data: Path, asset: str) -> tuple[int, int, float | None] | N
     return 0, steps, None
 
 
+def resumed(data: Path, asset: str, offset: int) -> str | None:
+    """Where a training asset's new attempt started, from the records its metrics.jsonl got
+    after byte `offset`: "resumed from step N (checkpoint ...)", "started at step N" with no
+    checkpoint to resume from, or None while the attempt has not started."""
+    try:
+        with open(data / asset / "metrics.jsonl", "rb") as f:
+            f.seek(offset)
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("event") == "resume":
+            return f"resumed from step {rec['step']} (checkpoint {rec.get('checkpoint', '?')})"
+        if rec.get("event") == "start":
+            return f"started again at step {rec['step']} (no checkpoint to resume from)"
+    return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _eta(seconds: float | None) -> str:
     if seconds is None:
         return "ETA after the first steps"
@@ -57,6 +88,12 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
                bar_format="{desc}: {n}/{total} |{bar}| {elapsed} {postfix}")
     train_line = tqdm(total=0, bar_format="{desc}", position=1, leave=False, dynamic_ncols=True, disable=quiet)
     said = 0.0  # when the training line was last written out (log files only)
+    retried: dict[str, tuple[int, int]] = {}  # training asset put up for retry -> (attempt, metrics.jsonl size then)
+
+    def write(text: str) -> None:
+        if text:
+            tqdm.write(text)
+
     try:
         while True:
             if watch is not None:
@@ -66,8 +103,18 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
             follower.poll()
             ended = follower.finished()
             for report in follower.new_reports():
-                tqdm.write(describe(report))
+                write(describe(report))
             p = follower.progress()
+            for report in follower.new_live():  # each asset of a long run (the model half) as it lands
+                write(describe(report))
+            for r in follower.new_retries():
+                write(f"[{r.step}] failed, retrying (attempt {r.attempt}): {r.cause}")
+                if r.step in TRAINING:
+                    retried[r.step] = (r.attempt, _size(data / r.step / "metrics.jsonl"))
+            for asset, (attempt, offset) in list(retried.items()):
+                if where := resumed(data, asset, offset):
+                    write(f"[{asset}] attempt {attempt}: {where}")
+                    del retried[asset]
             bar.total = max(p.planned, 1)
             bar.n = p.done
             bar.set_postfix_str(f"{p.failed} failed" if p.failed else "", refresh=False)
@@ -87,7 +134,7 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
             if ended:
                 follower.poll()  # the runs as they were when the backfill ended
                 for report in follower.new_reports():
-                    tqdm.write(describe(report))
+                    write(describe(report))
                 return True
             time.sleep(poll_s)
     finally:
