@@ -36,6 +36,7 @@ from model.checkpoint_files import PREFIX, Checkpoint, latest, verify
 from model.config import RUNTIME_FIELDS, ModelConfig, TrainConfig
 from model.early_stop import BEST_FILE
 from model.parallel import Dist
+from pipelines.s3_outage import patient
 from pipelines.tokens.token_format import TokenShard
 
 SUMS = "checksums.json"
@@ -67,6 +68,7 @@ def _fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     endpoint = os.environ.get("YUNQUE_S3_ENDPOINT", "")
     options = {"client_kwargs": {"endpoint_url": endpoint}} if url.startswith(("s3://", "s3a://")) and endpoint else {}
     fs, root = fsspec.core.url_to_fs(url, **options)
+    patient(fs)  # a store that restarts is waited for (pipelines.s3_outage)
     return fs, root.rstrip("/")
 
 

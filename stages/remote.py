@@ -33,6 +33,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pipelines.s3_outage import patient
+
 MANIFEST = "_manifest.json"
 SYNCED = "_synced.json"  # local only: the tree as last seen in sync with the store
 SIDE = "_side"  # inside a version: side files, by their path under data/
@@ -79,6 +81,7 @@ class RemoteHome:
         self.url = url.rstrip("/")
         self.local = local
         self.fs, self.root = fsspec.core.url_to_fs(self.url, **storage_options(self.url))
+        patient(self.fs)  # a store that restarts is waited for (pipelines.s3_outage)
 
     def _r(self, rel: str) -> str:
         return posixpath.join(self.root, rel)

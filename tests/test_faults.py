@@ -381,3 +381,52 @@ def test_postgres_stopped_for_20_s_mid_run_is_ridden_out(tmp_path):
               f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
     assert _rerun(clean, corpus).returncode == 0
     assert _outputs(home) == _outputs(clean)
+
+
+def test_the_s3_endpoint_stopped_for_20_s_mid_run_is_ridden_out(tmp_path, monkeypatch):
+    """The corpus on an S3 endpoint that stops for 20 s while the shards are read, then
+    comes back (the same server, its objects intact): the reads wait for it, `yunque run`
+    ends with status 0, nothing is left running, and the outputs are a clean run's."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+             "NO_PROXY": "127.0.0.1,localhost"}
+    for k, v in creds.items():
+        monkeypatch.setenv(k, v)
+    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
+    write_two_shards(corpus)
+    add_shard(corpus, "grande", seed=3, docs=1500)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    port = server.get_host_and_port()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        s3 = boto3.client("s3", endpoint_url=endpoint)
+        s3.create_bucket(Bucket="outage")
+        for f in sorted(p for p in corpus.rglob("*") if p.is_file()):
+            s3.upload_file(str(f), "outage", f"corpus/{f.relative_to(corpus).as_posix()}")
+        cmd = [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", "s3://outage/corpus",
+               "--s3-endpoint", endpoint, "--select", SELECT]
+        cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+        try:
+            _wait(lambda: _run_worker(home / "dagster"), 180, "a run worker started")
+            server.stop()
+            time.sleep(20)
+            server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            server.start()
+            out, _ = cli.communicate(timeout=600)
+        finally:
+            if cli.poll() is None:
+                os.killpg(cli.pid, signal.SIGKILL)
+        assert cli.returncode == 0, out
+        assert "0 failed" in out, out
+        _wait(lambda: not _ours(home / "dagster") or None, 60,
+              f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+        again = subprocess.run([*cmd[:4], str(clean), *cmd[5:]], capture_output=True, text=True, timeout=600,
+                               check=False)
+        assert again.returncode == 0, again.stdout + again.stderr
+    finally:
+        server.stop()
+    assert _outputs(home) == _outputs(clean)

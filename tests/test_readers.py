@@ -311,3 +311,22 @@ def test_symbolic_links_are_followed_and_the_broken_ones_rejected(tmp_path: Path
     assert all(r.reason in READ_REASONS and r.detail.startswith(str(shard)) for r in rejections)
     docs, rejections = read_shard(fs, root, shards["s2"], ReaderConfig())
     assert [d.source for d in docs] == ["s2/z.txt"] and not rejections
+
+
+def test_an_unreachable_store_fails_the_read_and_rejects_nothing(monkeypatch) -> None:
+    """Past the outage grace, a store that refuses connections is an error of the shard
+    (run again later), never a `read_error` rejection recorded for a good document."""
+    import s3fs
+    from botocore.exceptions import EndpointConnectionError
+
+    from pipelines.data.readers import read_file
+    from pipelines.s3_outage import patient
+
+    monkeypatch.setenv("YUNQUE_OUTAGE_GRACE_S", "1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    fs = patient(s3fs.S3FileSystem(client_kwargs={"endpoint_url": "http://127.0.0.1:1"}, skip_instance_cache=True,
+                                   config_kwargs={"retries": {"max_attempts": 1}}))
+    fs.retries = 1  # the grace is spent: the first refusal is the last
+    with pytest.raises(EndpointConnectionError):
+        list(read_file(fs, "bucket/corpus", "s1", "s1/a.txt", 10, ReaderConfig()))

@@ -20,6 +20,8 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from pipelines.s3_outage import patient
+
 # Dagster partition keys must be plain names.
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]+$")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -53,6 +55,7 @@ def open_corpus(
     """
     options = dict(storage_options or {})
     fs, root = url_to_fs(uri, **options)
+    patient(fs)  # an S3 endpoint that restarts is waited for (pipelines.s3_outage)
     if isinstance(fs, LocalFileSystem):
         root = fs._strip_protocol(root)  # absolute, no trailing slash
     root = root.rstrip("/") or "/"

@@ -39,6 +39,7 @@ from pipelines.data.decoding import (
 from pipelines.data.documents import Document, Rejection
 from pipelines.data.read_common import READ_REASONS, FileContext, text_record
 from pipelines.data.read_parquet import read_parquet
+from pipelines.s3_outage import is_outage
 
 logger = logging.getLogger(__name__)
 
@@ -134,9 +135,13 @@ def read_file(
         after = f" after {f.position} (earlier records were kept)" if f.position else ""
         yield f.reject("decompress_error", f"{rel}: cannot decompress{after}: {e}")
     except (SourceError, OSError) as e:
+        if is_outage(e):
+            raise
         after = f" after {f.position}" if f.position else ""
         yield f.reject("read_error", f"{rel}: read failed{after}: {e}")
     except Exception as e:  # a reader bug must not stop the shard either; it is logged
+        if is_outage(e):  # the store, not the file: the shard fails and is read again later
+            raise
         logger.exception("unexpected error reading %s", rel)
         yield f.reject("read_error", f"{rel}: unexpected {type(e).__name__}: {e}")
 
