@@ -350,6 +350,26 @@ def test_a_short_database_outage_is_waited_out(tmp_path, monkeypatch):
         pg.start()
 
 
+def _outage_mid_run(cmd: list[str], dagster_home: Path, stop, start, env: dict | None = None) -> None:
+    """Run `cmd` (a `yunque run`); once a run works, `stop()` a service, wait 20 s and
+    `start()` it again: the command must end with status 0 and leave nothing running."""
+    cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True, env=env)
+    try:
+        _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
+        stop()
+        time.sleep(20)
+        start()
+        out, _ = cli.communicate(timeout=600)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    assert cli.returncode == 0, out
+    assert "0 failed" in out, out
+    _wait(lambda: not _ours(dagster_home) or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
+
+
 def test_postgres_stopped_for_20_s_mid_run_is_ridden_out(tmp_path):
     """`yunque run` on a PostgreSQL instance, the server stopped for 20 s while a run
     works and started again: the command, its daemon and its runs wait for it, the command
@@ -364,21 +384,7 @@ def test_postgres_stopped_for_20_s_mid_run_is_ridden_out(tmp_path):
     with restartable_postgres(tmp_path) as pg:
         cmd = [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
                "--select", SELECT]
-        cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True, env={**os.environ, env.POSTGRES_URL: pg.url})
-        try:
-            _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
-            pg.stop()
-            time.sleep(20)
-            pg.start()
-            out, _ = cli.communicate(timeout=600)
-        finally:
-            if cli.poll() is None:
-                os.killpg(cli.pid, signal.SIGKILL)
-        assert cli.returncode == 0, out
-        assert "0 failed" in out, out
-        _wait(lambda: not _ours(dagster_home) or None, 60,
-              f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
+        _outage_mid_run(cmd, dagster_home, pg.stop, pg.start, env={**os.environ, env.POSTGRES_URL: pg.url})
     assert _rerun(clean, corpus).returncode == 0
     assert _outputs(home) == _outputs(clean)
 
@@ -399,6 +405,7 @@ def test_the_s3_endpoint_stopped_for_20_s_mid_run_is_ridden_out(tmp_path, monkey
     add_shard(corpus, "grande", seed=3, docs=1500)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    servers = [server]
     port = server.get_host_and_port()[1]
     endpoint = f"http://127.0.0.1:{port}"
     try:
@@ -408,25 +415,15 @@ def test_the_s3_endpoint_stopped_for_20_s_mid_run_is_ridden_out(tmp_path, monkey
             s3.upload_file(str(f), "outage", f"corpus/{f.relative_to(corpus).as_posix()}")
         cmd = [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", "s3://outage/corpus",
                "--s3-endpoint", endpoint, "--select", SELECT]
-        cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
-        try:
-            _wait(lambda: _run_worker(home / "dagster"), 180, "a run worker started")
-            server.stop()
-            time.sleep(20)
-            server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-            server.start()
-            out, _ = cli.communicate(timeout=600)
-        finally:
-            if cli.poll() is None:
-                os.killpg(cli.pid, signal.SIGKILL)
-        assert cli.returncode == 0, out
-        assert "0 failed" in out, out
-        _wait(lambda: not _ours(home / "dagster") or None, 60,
-              f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+
+        def restart() -> None:  # the same port; moto keeps its objects in this process
+            servers.append(ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False))
+            servers[-1].start()
+
+        _outage_mid_run(cmd, home / "dagster", server.stop, restart)
         again = subprocess.run([*cmd[:4], str(clean), *cmd[5:]], capture_output=True, text=True, timeout=600,
                                check=False)
         assert again.returncode == 0, again.stdout + again.stderr
     finally:
-        server.stop()
+        servers[-1].stop()
     assert _outputs(home) == _outputs(clean)
