@@ -152,10 +152,28 @@ def submit(instance: dg.DagsterInstance, defs: dg.Definitions, chosen: set[Asset
 
 
 def runs_in_flight(instance: dg.DagsterInstance, besides: Collection[str] = ()) -> list[str]:
-    """Ids of the runs being started or executed that are not of the backfills `besides`."""
+    """Ids of the runs being started or executed that are not of the backfills `besides`,
+    less those whose worker process is known and gone from this host (a run whose worker
+    died with its disk stays STARTED until run monitoring fails it: nobody can wait for it,
+    and a daemon of ours executes its runs on this host)."""
     runs = instance.get_runs(filters=dg.RunsFilter(statuses=[
         dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]))
-    return [r.run_id for r in runs if r.tags.get(BACKFILL_TAG) not in besides]
+    return [r.run_id for r in runs if r.tags.get(BACKFILL_TAG) not in besides and not _worker_gone(instance, r.run_id)]
+
+
+def _worker_gone(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Whether the run's worker, as its "Started process for run (pid: N)" event names it,
+    is no longer a process here (False while no worker was recorded: it is starting)."""
+    import psutil
+
+    for r in instance.get_records_for_run(run_id, of_type=DagsterEventType.ENGINE_EVENT).records:
+        pid = r.event_log_entry.dagster_event.engine_event_data.metadata.get("pid")
+        if pid is not None:
+            try:
+                return psutil.Process(int(pid.value)).status() == psutil.STATUS_ZOMBIE
+            except (psutil.NoSuchProcess, ValueError):
+                return True
+    return False
 
 
 def client_id(pid: int | None = None) -> str:

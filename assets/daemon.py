@@ -156,8 +156,28 @@ def stop(proc: subprocess.Popen, instance: dg.DagsterInstance | None = None, gra
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    _empty_group(proc.pid)
     if instance is not None:
         forget(instance)
+
+
+def _empty_group(pgid: int, grace_s: float = 10) -> None:
+    """What is left of the daemon's process group once the daemon exited (its code
+    servers, their run workers) gets `grace_s` to end, then SIGKILL. Seen on a full disk:
+    a code server outlived its daemon for minutes, and the run it still claimed to serve
+    kept the next command waiting."""
+    import signal
+
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            os.killpg(pgid, 0)  # any process left in the group?
+        except (ProcessLookupError, PermissionError):
+            return
+        if time.monotonic() > deadline:
+            os.killpg(pgid, signal.SIGKILL)
+            return
+        time.sleep(0.2)
 
 
 def forget(instance: dg.DagsterInstance) -> None:

@@ -427,3 +427,41 @@ def test_the_s3_endpoint_stopped_for_20_s_mid_run_is_ridden_out(tmp_path, monkey
     finally:
         servers[-1].stop()
     assert _outputs(home) == _outputs(clean)
+
+
+def test_a_full_disk_is_one_line_and_the_same_command_resumes(tmp_path):
+    """The home on a 3 MiB tmpfs: the disk fills mid-run. `yunque run` ends with one line
+    that says the disk is full (no traceback), nothing of ours is left running, and once
+    there is room again the same command finishes with a clean run's outputs."""
+    import shutil
+
+    import pytest
+
+    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
+    write_two_shards(corpus)
+    add_shard(corpus, "grande", seed=3, docs=1500)
+    home.mkdir()
+    if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(home)],
+                                                        capture_output=True, check=False).returncode != 0:
+        pytest.skip("mounting a tmpfs is not allowed here (needs root, or CAP_SYS_ADMIN in a container)")
+    try:
+        full = _rerun(home, corpus)
+        assert full.returncode in (1, 2), full.stdout + full.stderr
+        assert "Traceback" not in full.stdout + full.stderr, full.stdout + full.stderr
+        said = [line for line in (full.stdout + full.stderr).splitlines()
+                if "disk is full" in line or "disk holding the Dagster instance" in line
+                or "No space left on device" in line]
+        assert said, full.stdout + full.stderr
+        _wait(lambda: not _ours(home / "dagster") or None, 60,
+              f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+        subprocess.run(["mount", "-o", "remount,size=64m", str(home)], check=True)
+        again = _rerun(home, corpus)
+        assert again.returncode == 0, again.stdout + again.stderr
+        _wait(lambda: not _ours(home / "dagster") or None, 60,
+              f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+        assert _rerun(clean, corpus).returncode == 0
+        assert _outputs(home) == _outputs(clean)
+    finally:
+        for p in _ours(home / "dagster"):
+            p.kill()
+        subprocess.run(["umount", "-l", str(home)], check=False)

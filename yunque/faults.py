@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -28,13 +29,28 @@ def _is_infrastructure(e: BaseException) -> bool:
     return type(e).__name__ == "DagsterPostgresException"
 
 
-def describe(e: BaseException) -> str:
+# Less free space than this where the instance lives, and a database error is the full disk's
+FULL_BYTES = 1 << 20
+
+
+def _full(path: Path | None) -> bool:
+    try:
+        return path is not None and shutil.disk_usage(path).free < FULL_BYTES
+    except OSError:
+        return False
+
+
+def describe(e: BaseException, home: Path | None = None) -> str:
     """What failed, in words, with the path or the service it failed on."""
     first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
         where = f" writing {e.filename}" if e.filename else ""
         return f"the disk is full{where}: free space there"
     if isinstance(e, (sqlite3.Error, sqlalchemy.exc.SQLAlchemyError)) or type(e).__name__ == "DagsterPostgresException":
+        if isinstance(e, (sqlite3.Error, sqlalchemy.exc.OperationalError)) and _full(home):
+            # sqlite says "disk I/O error" or "database or disk is full" for ENOSPC
+            return (f"the disk holding the Dagster instance ({home / 'dagster'}) is full "
+                    f"({type(e).__name__}: {first}): free space there")
         return f"the Dagster instance's database failed ({type(e).__name__}: {first})"
     if isinstance(e, OSError):
         return f"{type(e).__name__}: {first}"
@@ -65,6 +81,6 @@ def report(command: str, e: BaseException, home: Path | None) -> int | None:
         return None
     saved = _save(e, home)
     where = f"traceback in {saved}" if saved else "the traceback could not be saved"
-    print(f"yunque {command}: {describe(e)} ({where}). What was committed stays; run the same command again to "
+    print(f"yunque {command}: {describe(e, home)} ({where}). What was committed stays; run the same command again to "
           "resume.", file=sys.stderr)
     return 2
