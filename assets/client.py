@@ -176,6 +176,23 @@ def _worker_gone(instance: dg.DagsterInstance, run_id: str) -> bool:
     return False
 
 
+def failed_only_on(reports: list[RunReport], corpus: CorpusStorage) -> list[str]:
+    """The shards whose failure alone stopped a backfill, when every run that failed did so
+    only on shards no longer in the corpus (removed mid-run); else []. A batch run that
+    failed on one shard materialized the others: those are not failures."""
+    failed: set[str] = set()
+    for r in reports:
+        if r.ok:
+            continue
+        if not r.shards:  # a whole-corpus run failed by itself
+            return []
+        assets = {a for a, _ in r.per_shard}
+        failed |= {s for s in r.shards if not assets or any((a, s) not in r.per_shard for a in assets)}
+    if not failed:
+        return []
+    return sorted(failed) if failed.isdisjoint(s.key for s in corpus.shards()) else []
+
+
 def client_id(pid: int | None = None) -> str:
     """`host:pid` of the process following a backfill (this one by default)."""
     return f"{socket.gethostname()}:{pid or os.getpid()}"

@@ -465,3 +465,39 @@ def test_a_full_disk_is_one_line_and_the_same_command_resumes(tmp_path):
         for p in _ours(home / "dagster"):
             p.kill()
         subprocess.run(["umount", "-l", str(home)], check=False)
+
+
+def test_a_shard_removed_mid_run_fails_alone_and_the_join_goes_on(tmp_path):
+    """A shard folder removed while `yunque run` works: its run fails, naming it; the other
+    shards' runs go on, and the whole-corpus join (dedup_index, then deduped_documents)
+    runs over the shards that are there, saying which one it left out. Status 0, nothing
+    left running, the outputs of a clean run over the remaining corpus."""
+    import shutil
+
+    corpus, home, clean_corpus, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "rest", tmp_path / "clean"
+    write_two_shards(corpus)
+    add_shard(corpus, "zeta", seed=4)
+    shutil.copytree(corpus, clean_corpus, ignore=lambda d, names: ["zeta"] if Path(d) == corpus else [])
+    def cmd(home: Path, corpus: Path) -> list[str]:
+        return [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
+                "--select", "*deduped_documents"]
+    one_per_run = {**os.environ, "YUNQUE_SHARDS_PER_RUN": "1"}  # zeta's run waits in the queue (2 at once)
+    cli = subprocess.Popen(cmd(home, corpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True, env=one_per_run)
+    try:
+        _wait(lambda: _run_worker(home / "dagster"), 180, "a run worker started")
+        shutil.rmtree(corpus / "zeta")
+        out, _ = cli.communicate(timeout=600)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    assert cli.returncode == 0, out
+    assert "shard 'zeta' is registered but no longer found" in out, out
+    assert "shard zeta left the corpus during the run and failed alone; going on over the shards that are there" in out
+    _wait(lambda: not _ours(home / "dagster") or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+    again = subprocess.run(cmd(clean, clean_corpus), capture_output=True, text=True, timeout=600, check=False,
+                           env=one_per_run)
+    assert again.returncode == 0, again.stdout + again.stderr
+    mine = {k: v for k, v in _outputs(home).items() if "zeta" not in k}
+    assert mine == _outputs(clean)

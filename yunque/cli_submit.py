@@ -207,8 +207,17 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
     finally:
         keeper.stop(backfill_id)
     status = instance.get_backfill(backfill_id).status.value
-    finish(home, follower.reports, shards, chosen.preset)
     ok = status == "COMPLETED_SUCCESS" and all(r.ok for r in follower.reports)
+    if not ok and not getattr(args, "going_on", False) and \
+            (left := client.failed_only_on(follower.reports, resources["corpus"])):
+        # Dagster does not run a whole-corpus join after a failed parent partition: the
+        # shards that left the corpus are deregistered now that the backfill has ended,
+        # and a second backfill does what is left over the shards that are there
+        print(f"{'shards' if len(left) > 1 else 'shard'} {', '.join(left)} left the corpus during the run and "
+              "failed alone; going on over the shards that are there", flush=True)
+        args.going_on = True
+        return run_backfill(args, home, chosen, line, finish)
+    finish(home, follower.reports, shards, chosen.preset)
     if not ok:
         print(f"backfill {backfill_id} ended {status}", file=sys.stderr)
     return 0 if ok else 1
