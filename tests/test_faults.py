@@ -350,21 +350,29 @@ def test_a_short_database_outage_is_waited_out(tmp_path, monkeypatch):
         pg.start()
 
 
-def _outage_mid_run(cmd: list[str], dagster_home: Path, stop, start, env: dict | None = None) -> None:
-    """Run `cmd` (a `yunque run`); once a run works, `stop()` a service, wait 20 s and
-    `start()` it again: the command must end with status 0 and leave nothing running."""
+def _fault_mid_run(cmd: list[str], dagster_home: Path, fault, env: dict | None = None) -> tuple[int, str]:
+    """Run `cmd` (a `yunque run`) and, once a run works, `fault()`; (status, output)."""
     cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True, env=env)
     try:
         _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
-        stop()
-        time.sleep(20)
-        start()
+        fault()
         out, _ = cli.communicate(timeout=600)
     finally:
         if cli.poll() is None:
             os.killpg(cli.pid, signal.SIGKILL)
-    assert cli.returncode == 0, out
+    return cli.returncode, out
+
+
+def _outage_mid_run(cmd: list[str], dagster_home: Path, stop, start, env: dict | None = None) -> None:
+    """Run `cmd` (a `yunque run`); once a run works, `stop()` a service, wait 20 s and
+    `start()` it again: the command must end with status 0 and leave nothing running."""
+    def outage() -> None:
+        stop()
+        time.sleep(20)
+        start()
+    code, out = _fault_mid_run(cmd, dagster_home, outage, env)
+    assert code == 0, out
     assert "0 failed" in out, out
     _wait(lambda: not _ours(dagster_home) or None, 60,
           f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
@@ -482,16 +490,9 @@ def test_a_shard_removed_mid_run_fails_alone_and_the_join_goes_on(tmp_path):
         return [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
                 "--select", "*deduped_documents"]
     one_per_run = {**os.environ, "YUNQUE_SHARDS_PER_RUN": "1"}  # zeta's run waits in the queue (2 at once)
-    cli = subprocess.Popen(cmd(home, corpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True, env=one_per_run)
-    try:
-        _wait(lambda: _run_worker(home / "dagster"), 180, "a run worker started")
-        shutil.rmtree(corpus / "zeta")
-        out, _ = cli.communicate(timeout=600)
-    finally:
-        if cli.poll() is None:
-            os.killpg(cli.pid, signal.SIGKILL)
-    assert cli.returncode == 0, out
+    code, out = _fault_mid_run(cmd(home, corpus), home / "dagster", lambda: shutil.rmtree(corpus / "zeta"),
+                               one_per_run)
+    assert code == 0, out
     assert "shard 'zeta' is registered but no longer found" in out, out
     assert "shard zeta left the corpus during the run and failed alone; going on over the shards that are there" in out
     _wait(lambda: not _ours(home / "dagster") or None, 60,
