@@ -502,3 +502,88 @@ def test_a_shard_removed_mid_run_fails_alone_and_the_join_goes_on(tmp_path):
     assert again.returncode == 0, again.stdout + again.stderr
     mine = {k: v for k, v in _outputs(home).items() if "zeta" not in k}
     assert mine == _outputs(clean)
+
+
+def test_a_ui_opened_earlier_never_undoes_a_run_with_a_new_shard(tmp_path):
+    """`yunque ui` open on a home built from one corpus (its daemon serves, its shard
+    sensor ticks every 5 s); then `yunque run` on a corpus with one more shard: the run
+    goes through the UI's daemon and ends with status 0, and the UI's sensor, which loaded
+    the old corpus, keeps the new shard registered."""
+    import shutil
+
+    from tests.ui_server import YUNQUE, ui, ui_env
+
+    old, new, home = tmp_path / "old", tmp_path / "new", tmp_path / "home"
+    write_two_shards(old)
+    shutil.copytree(old, new)
+    add_shard(new, "nuevo", seed=5)
+    first = subprocess.run([YUNQUE, "--home", str(home), "run", "--corpus", str(old), "--select", SELECT],
+                           env=ui_env(home), capture_output=True, text=True, timeout=600, check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    with ui(home):
+        done = subprocess.run([YUNQUE, "--home", str(home), "run", "--corpus", str(new), "--select", SELECT],
+                              env=ui_env(home), capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "starting a Dagster daemon" not in done.stdout, done.stdout  # the UI's served it
+        assert "0 failed" in done.stdout, done.stdout
+        time.sleep(12)  # two more ticks of the UI's shard sensor
+        registered = set(_instance_of(home).get_dynamic_partitions("shards"))
+    assert registered == {"foro", "manuales", "nuevo"}
+    _wait(lambda: not _ours(home / "dagster") or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+
+
+def test_ctrl_c_of_a_run_leaves_the_uis_backfill_on_its_daemon_alone(tmp_path):
+    """`yunque run` started the daemon; a backfill launched from the UI (GraphQL, as its
+    button does) runs on that daemon. Ctrl-C on `yunque run` cancels the command's own
+    backfill, says it waits for the UI's runs, and stops its daemon only after them; the
+    UI then starts a daemon of its own and its backfill completes, no run of it failed."""
+    import dagster as dg
+
+    from tests.ui_server import LAUNCH, YUNQUE, graphql, ui, ui_env, wait_for
+
+    corpus, home = tmp_path / "corpus", tmp_path / "home"
+    write_two_shards(corpus)
+    add_shard(corpus, "grande", seed=3, docs=6000)  # the command still works when the UI is up
+    cli = subprocess.Popen([YUNQUE, "--home", str(home), "run", "--corpus", str(corpus), "--select", SELECT],
+                           env=ui_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    try:
+        _wait(lambda: _run_worker(home / "dagster"), 180, "the command's first run")
+        with ui(home) as url:
+            instance = _instance_of(home)
+            keys = ["raw_documents", "clean_documents", "filtered_documents", "minhash_signatures"]
+            out = graphql(url, LAUNCH, {"p": {"assetSelection": [{"path": [k]} for k in keys], "allPartitions": True,
+                                              "title": "from the UI"}})
+            backfill = out["launchPartitionBackfill"]["backfillId"]
+            wait_for("a run of the UI's backfill at work", lambda: instance.get_runs(filters=dg.RunsFilter(
+                tags={"dagster/backfill": backfill}, statuses=[dg.DagsterRunStatus.STARTED])), 300, poll=0.5)
+            os.killpg(cli.pid, signal.SIGINT)
+            said, _ = cli.communicate(timeout=300)
+            status = wait_for("the UI's backfill to end", lambda: (b := instance.get_backfill(backfill)).status.value
+                              not in ("REQUESTED", "CANCELING", "FAILING") and b.status.value, 600)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    assert cli.returncode == 130, said
+    assert "runs this command did not submit, which its daemon is running" in said, said
+    assert status == "COMPLETED_SUCCESS", said
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill}))
+    assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), [r.status for r in runs]
+    _wait(lambda: not _ours(home / "dagster") or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+
+
+def _instance_of(home: Path):
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    saved = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home / "dagster")
+    try:
+        return DagsterInstance.from_ref(InstanceRef.from_dir(str(home / "dagster")))
+    finally:
+        if saved is None:
+            os.environ.pop("DAGSTER_HOME")
+        else:
+            os.environ["DAGSTER_HOME"] = saved

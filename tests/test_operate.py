@@ -10,28 +10,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from tests.factory import SMALL_RUN, add_shard, write_two_shards
+from tests.ui_server import LAUNCH, REPO, YUNQUE, graphql, ui, ui_env, wait_for
 
-REPO = Path(__file__).resolve().parents[1]
-YUNQUE = str(Path(sys.executable).with_name("yunque"))
-FAST = {"YUNQUE_SENSOR_INTERVAL": "5", "YUNQUE_AUTOMATION_INTERVAL": "5", "YUNQUE_DAEMON_INTERVAL": "3"}
 DATA_HALF = "+key:token_shards"
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("YUNQUE_", "DAGSTER_HOME"))}
-    return {**env, **FAST, "YUNQUE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), **extra}
 
 
 def _instance(home: Path) -> dg.DagsterInstance:
@@ -53,57 +41,7 @@ def _instance(home: Path) -> dg.DagsterInstance:
 def _run_cli(home: Path, corpus: Path, select: str | None, timeout: int = 900) -> subprocess.CompletedProcess:
     cmd = [YUNQUE, "--home", str(home), "run", "--corpus", str(corpus), "--overrides", SMALL_RUN]
     cmd += ["--select", select] if select else []
-    return subprocess.run(cmd, cwd=REPO, env=_env(home), capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def ui(home: Path, **extra: str):
-    """`yunque ui` on `home`: yields the GraphQL URL once the webserver answers."""
-    port = _free_port()
-    proc = subprocess.Popen([YUNQUE, "--home", str(home), "ui", "--port", str(port)], cwd=REPO,
-                            env=_env(home, **extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        deadline = time.time() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stdout.read().decode()
-                assert time.time() < deadline, "the webserver did not answer within 180 s"
-                time.sleep(1)
-        yield f"http://127.0.0.1:{port}/graphql"
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-def graphql(url: str, query: str, variables: dict | None = None) -> dict:
-    body = json.dumps({"query": query, "variables": variables or {}}).encode()
-    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        out = json.loads(r.read())
-    assert "errors" not in out, out["errors"]
-    return out["data"]
-
-
-def wait_for(what: str, predicate, timeout: float, poll: float = 2.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(poll)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+    return subprocess.run(cmd, cwd=REPO, env=ui_env(home), capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def _outputs(home: Path) -> dict[str, object]:
@@ -172,11 +110,6 @@ def test_opening_the_ui_on_a_cli_home_starts_nothing(cli_home):
     assert len(instance.get_runs()) == before, [r.job_name for r in instance.get_runs()[: len(instance.get_runs()) - before]]
 
 
-LAUNCH = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message }
-  ... on InvalidSubsetError { message } ... on UnauthorizedError { message } } }"""
-
-
 def test_graphql_backfill_matches_the_cli(cli_home, corpus, tmp_path):
     home = tmp_path / "home"
     from stages import home as home_settings
@@ -237,7 +170,7 @@ def test_new_shard_reaches_a_promoted_model(cli_home, corpus):
         [dg.AssetCheckKey(dg.AssetKey("exported_model"), "no_regression")])
     assert checks, "the promotion decision was made"
     lineage = subprocess.run([YUNQUE, "--home", str(cli_home), "lineage", str(cli_home / "data" / "exported_model"),
-                              "--json"], capture_output=True, text=True, env=_env(cli_home), check=True)
+                              "--json"], capture_output=True, text=True, env=ui_env(cli_home), check=True)
     assert "nuevo" in lineage.stdout
 
 
@@ -262,7 +195,7 @@ def test_cancelling_a_training_run_under_the_daemon_leaves_no_process(cli_home, 
            "--overrides", json.dumps(overrides)]
     marker = str(cli_home / "data" / "base_model" / "train_config.json")
     with ui(cli_home) as url, open(tmp_path / "cli.log", "w") as log:
-        cli = subprocess.Popen(cmd, cwd=REPO, env=_env(cli_home), stdout=log, stderr=subprocess.STDOUT)
+        cli = subprocess.Popen(cmd, cwd=REPO, env=ui_env(cli_home), stdout=log, stderr=subprocess.STDOUT)
         instance = _instance(cli_home)
         metrics = cli_home / "data" / "base_model" / "metrics.jsonl"
 
@@ -289,7 +222,7 @@ def test_a_training_retry_says_why_and_where_it_resumed(cli_home, corpus, tmp_pa
     metrics = cli_home / "data" / "base_model" / "metrics.jsonl"
     start = metrics.stat().st_size if metrics.exists() else 0
     with open(tmp_path / "cli.log", "w") as log:
-        cli = subprocess.Popen(cmd, cwd=REPO, env=_env(cli_home), stdout=log, stderr=subprocess.STDOUT)
+        cli = subprocess.Popen(cmd, cwd=REPO, env=ui_env(cli_home), stdout=log, stderr=subprocess.STDOUT)
         try:
             def checkpointed():
                 text = metrics.read_bytes()[start:].decode(errors="replace") if metrics.exists() else ""
