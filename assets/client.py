@@ -33,6 +33,7 @@ from assets.partitions import shards as shards_def
 from pipelines.data.corpus import ShardInfo
 from resources import CorpusStorage
 from stages.data_plan import DataPlan
+from stages.store import MANIFEST
 
 BACKFILL_TAG = "dagster/backfill"
 # On a backfill `yunque run` submitted: which process follows it (the daemon it started
@@ -136,6 +137,24 @@ def targets(instance: dg.DagsterInstance, defs: dg.Definitions, keys: list[dg.As
         recorded = instance.get_materialized_partitions(key) if fresh and name in fresh.fresh_shards else set()
         out |= {AssetKeyPartitionKey(key, p) for p in partitions
                 if not (p in recorded and fresh.is_fresh(name, p))}
+    return out
+
+
+def lost_outputs(instance: dg.DagsterInstance, store, shards: list[str]) -> dict[str, list[str]]:
+    """Data assets the instance records as materialized whose output the store no longer
+    has (a store that lost objects, a data folder deleted by hand): asset -> the shards
+    (["*"] for a whole-corpus asset). A local home only: a remote home's local cache may
+    lack what the store has."""
+    from stages import data_plan
+
+    out: dict[str, list[str]] = {}
+    for name in data_plan.PER_SHARD:
+        recorded = instance.get_materialized_partitions(dg.AssetKey(name)) & set(shards)
+        if lost := sorted(p for p in recorded if not (store.dir(name, p) / MANIFEST).exists()):
+            out[name] = lost
+    for name in data_plan.WHOLE_CORPUS:
+        if instance.get_latest_materialization_event(dg.AssetKey(name)) and not (store.dir(name) / MANIFEST).exists():
+            out[name] = ["*"]
     return out
 
 

@@ -50,7 +50,10 @@ def upstream_key(store: DataStore, asset: str, shard: str | None) -> str:
     m = store.manifest(asset, shard)
     if m is None:
         where = f"{asset}/{shard}" if shard else asset
-        raise FileNotFoundError(f"{where} has not been materialized yet (no manifest under {store.dir(asset, shard)})")
+        again = f"yunque run --select 'key:{asset}'" + (f", or Materialize for partition {shard} in the UI" if shard else "")
+        raise FileNotFoundError(f"{where} has no output in the store (no manifest under {store.dir(asset, shard)}): "
+                                f"it was never materialized, or its data was lost since; materialize it again "
+                                f"({again})")
     return m["key"]
 
 

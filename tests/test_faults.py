@@ -587,3 +587,31 @@ def _instance_of(home: Path):
             os.environ.pop("DAGSTER_HOME")
         else:
             os.environ["DAGSTER_HOME"] = saved
+
+
+def test_outputs_the_store_lost_are_named_and_materialized_again(tmp_path):
+    """Outputs that Dagster records as materialized but the store no longer has (a store
+    that lost objects): `yunque run` names them; a selection without them fails in the
+    stage that needs them, saying how to repair; the full selection materializes them
+    again, with a clean run's outputs."""
+    import shutil
+
+    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
+    write_two_shards(corpus)
+    assert _rerun(home, corpus).returncode == 0
+    shutil.rmtree(home / "data" / "raw_documents" / "foro")
+    shutil.rmtree(home / "data" / "filtered_documents" / "foro")
+
+    only = subprocess.run([sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
+                           "--select", "minhash_signatures"], capture_output=True, text=True, timeout=600, check=False)
+    assert only.returncode == 1, only.stdout + only.stderr
+    assert ("filtered_documents of 1 shards (foro): recorded as materialized in Dagster, but its output is gone from "
+            "the store; materialize it again: yunque run --select 'key:filtered_documents'") in only.stdout, only.stdout
+    assert "filtered_documents/foro has no output in the store" in only.stdout, only.stdout
+
+    again = _rerun(home, corpus)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert ("raw_documents of 1 shards (foro): recorded as materialized in Dagster, but its output is gone from the "
+            "store; this run materializes it again") in again.stdout, again.stdout
+    assert _rerun(clean, corpus).returncode == 0
+    assert _outputs(home) == _outputs(clean)

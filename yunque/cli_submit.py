@@ -135,6 +135,17 @@ def _without_fresh_models(instance, defs, chosen, settings):
     return {t for t in chosen if t.asset_key not in fresh}
 
 
+def _say_lost(lost: dict[str, list[str]], keys) -> None:
+    """One line per data asset whose recorded materializations point at data the store no
+    longer has, and how it comes back."""
+    chosen = {k.to_user_string() for k in keys}
+    for asset, parts in lost.items():
+        what = "" if parts == ["*"] else f" of {len(parts)} shards ({', '.join(parts[:5])}{', ...' if len(parts) > 5 else ''})"
+        fix = ("this run materializes it again" if asset in chosen else
+               f"materialize it again: yunque run --select 'key:{asset}' (or Materialize in the UI)")
+        print(f"{asset}{what}: recorded as materialized in Dagster, but its output is gone from the store; {fix}")
+
+
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
     from assets import client
     from assets.definitions import build_resources, defs
@@ -158,6 +169,8 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
               f"(this run leaves them out): {', '.join(kept)}")
     where = home if home_url() == str(home) else f"{home_url()} (local cache {home})"
     print(f"corpus {chosen.corpus} ({len(shards)} shards); home {where}; preset {chosen.preset}")
+    if home_url() == str(home):
+        _say_lost(client.lost_outputs(instance, resources["settings"].store(), shards), keys)
     planned = client.targets(instance, defs, keys, shards)
     chosen_targets = client.targets(instance, defs, keys, shards, _fresh(keys, resources, listed))
     chosen_targets = _without_fresh_models(instance, defs, chosen_targets, resources["settings"])
