@@ -23,6 +23,7 @@ The local cache is `$YUNQUE_CACHE` or `~/.cache/yunque/<url without scheme>`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -105,8 +106,11 @@ class RemoteHome:
             return None
 
     def write_text(self, rel: str, text: str) -> None:
-        with self.fs.open(self._r(rel), "wb") as f:
-            f.write(text.encode())
+        try:
+            with self.fs.open(self._r(rel), "wb") as f:
+                f.write(text.encode())
+        except FileNotFoundError as e:  # s3fs names no path ("The specified bucket does not exist")
+            raise FileNotFoundError(errno.ENOENT, str(e), f"{self.url}/{rel}") from e
 
     # -- memoised outputs: versions and a manifest ------------------------------------
 

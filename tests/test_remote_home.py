@@ -158,3 +158,13 @@ def test_whole_graph_on_an_s3_home_and_again_from_another_machine(s3, tmp_path, 
     assert meta["exported_model"]["cached"] and meta["eval_report"]["cached"]
     per_shard = [m for r in second.runs for m in r.per_shard.values()]
     assert per_shard and all(m.get("cached") for m in per_shard)
+
+
+def test_a_home_in_a_bucket_that_does_not_exist_is_named(s3, tmp_path, monkeypatch):
+    """s3fs says only "The specified bucket does not exist": the error names the home."""
+    from stages.remote import RemoteHome
+
+    with pytest.raises(FileNotFoundError) as raised:
+        RemoteHome("s3://no-such-bucket/home", tmp_path / "cache").write_text("yunque.json", "{}")
+    assert raised.value.filename == "s3://no-such-bucket/home/yunque.json"
+    assert "bucket does not exist" in str(raised.value)
