@@ -114,6 +114,8 @@ def test_a_killed_command_takes_its_daemon_and_runs_with_it(tmp_path, monkeypatc
     assert "0 failed" in done.stdout, done.stdout
     _wait(lambda: not _ours(dagster_home) or None, 30,
           f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
+    assert _rerun(tmp_path / "clean", corpus).returncode == 0
+    assert _outputs(home) == _outputs(tmp_path / "clean")
 
 
 def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
@@ -137,6 +139,8 @@ def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
     if cli.returncode == 1:  # then the same command finishes it
         again = _rerun(home, corpus)
         assert again.returncode == 0, again.stdout + again.stderr
+    assert _rerun(tmp_path / "clean", corpus).returncode == 0
+    assert _outputs(home) == _outputs(tmp_path / "clean")
 
 
 def test_two_commands_at_once_on_a_new_home_both_finish(tmp_path):
