@@ -297,10 +297,15 @@ def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> N
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Write via a temporary file and one rename: a crash leaves the old file or the new one."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False))
-    os.replace(tmp, path)
+    """Write via a temporary file and one rename: a crash leaves the old file or the new one,
+    and two writers at once (two `yunque run` writing the home's settings) each rename a
+    temporary file of their own: the last rename wins, whole."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
