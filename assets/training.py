@@ -10,6 +10,7 @@ from assets.model_plan import plan_tags
 from assets.partitions import consumed_shards
 from assets.tokens import token_shards, tokenizer
 from model.checkpoint_files import latest as latest_checkpoint
+from model.checkpoint_files import weights_sha256
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from stages import loss_curve
 from stages.lineage import record_materialized
@@ -111,7 +112,6 @@ def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: 
     records = loss_curve.read_metrics(spec.dir)
     plan = next((r for r in reversed(records) if r.get("event") == "plan"), {})
     estimate = next((r for r in reversed(records) if r.get("event") == "estimate"), {})
-    checksums = json.loads((latest.path / "checksums.json").read_text())
     mlflow_runs = spec.record().get("mlflow_runs", [])
     md = {
         **reported,
@@ -142,7 +142,7 @@ def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: 
         metadata={"val_loss": float(val) if val is not None else float("nan"), "unigram_entropy": float(entropy)},
         description="a model that learned anything from context has a validation loss well below the entropy "
                     "of the training tokens' unigram distribution")
-    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(checksums["model.safetensors"][:20]),
+    return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(weights_sha256(latest.path)[:20]),
                                 check_results=[check], tags=planned)
 
 

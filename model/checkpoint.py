@@ -32,6 +32,7 @@ from model.checkpoint_files import (  # noqa: F401
     FILES,
     HEADS,
     PREFIX,
+    SUMS,
     TOKENIZER_DIR,
     Checkpoint,
     all_checkpoints,
@@ -81,8 +82,8 @@ def save(root: Path, step: int, weights: dict[str, torch.Tensor], optimizer_stat
         names += sorted(str(p.relative_to(tmp)) for p in (tmp / TOKENIZER_DIR).rglob("*") if p.is_file())
     for name in names:
         _fsync(tmp / name)
-    (tmp / "checksums.json").write_text(json.dumps({n: sha256_file(tmp / n) for n in names}, indent=1))
-    _fsync(tmp / "checksums.json")
+    (tmp / SUMS).write_text(json.dumps({n: sha256_file(tmp / n) for n in names}, indent=1))
+    _fsync(tmp / SUMS)
     if final.exists():  # a re-run of the same step (resumed from an older one)
         shutil.rmtree(final)
     os.rename(tmp, final)

@@ -16,6 +16,7 @@ from pathlib import Path
 log = logging.getLogger("model.checkpoint")
 PREFIX = "step-"
 FILES = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
+SUMS = "checksums.json"  # written last, after the files it vouches for
 TOKENIZER_DIR = "tokenizer"
 HEADS = "heads.safetensors"
 
@@ -45,9 +46,21 @@ def all_checkpoints(root: Path) -> list[Checkpoint]:
     return sorted(found, key=lambda c: c.step)
 
 
+def checksums(path: str | Path) -> dict[str, str]:
+    """A checkpoint's recorded SHA-256 per file (its checksums.json, written last). Not
+    verified here: whoever chose the checkpoint did (`latest`), and hashing large weights
+    again is slow."""
+    return json.loads((Path(path) / SUMS).read_text())
+
+
+def weights_sha256(path: str | Path) -> str:
+    """The recorded SHA-256 of a checkpoint's weights (model.safetensors)."""
+    return checksums(path)["model.safetensors"]
+
+
 def verify(ckpt: Checkpoint) -> str | None:
     """None if intact, else what is wrong."""
-    sums = ckpt.path / "checksums.json"
+    sums = ckpt.path / SUMS
     if not sums.exists():
         return "no checksums.json (incomplete)"
     expected = json.loads(sums.read_text())

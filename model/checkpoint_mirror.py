@@ -32,14 +32,13 @@ import fsspec
 import torch.distributed as dist
 
 from model.checkpoint import CheckpointError
-from model.checkpoint_files import PREFIX, Checkpoint, latest, verify
+from model.checkpoint_files import PREFIX, SUMS, Checkpoint, latest, verify
 from model.config import RUNTIME_FIELDS, ModelConfig, TrainConfig
 from model.early_stop import BEST_FILE
 from model.parallel import Dist
 from pipelines.s3_outage import patient
 from pipelines.tokens.token_format import TokenShard
 
-SUMS = "checksums.json"
 METRICS = "metrics.jsonl"
 SHARED_PATH_WARNING = (
     "training on {nodes} nodes without train.checkpoint_mirror: every node resumes from its own {out}, "

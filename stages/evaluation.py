@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from model.checkpoint_files import Checkpoint
+from model.checkpoint_files import Checkpoint, weights_sha256
 from pipelines.tokens.tokenizer import file_hash
 from stages import eval_report, seed_spread
 from stages.config import YunqueConfig
@@ -50,10 +50,6 @@ def checkpoints(store: DataStore, skipped: dict[str, str] | None = None) -> dict
     return found
 
 
-def _weights_hash(path: Path) -> str:
-    return json.loads((path / "checksums.json").read_text())["model.safetensors"]
-
-
 def _file_hash(path: str | Path) -> str:
     return file_hash(Path(path)) if Path(path).is_file() else "missing"
 
@@ -65,7 +61,7 @@ def _row_key(found, cfg: YunqueConfig, qa_key: str = "") -> str:
     shards = found.state().get("train_config", {}).get("shards", [])
     inputs = {s: _file_hash(Path(s) / "header.json") for s in shards}
     math_file = _file_hash(cfg.eval.math_file) if cfg.eval.math_file else ""
-    return cache_key(EVAL_CODE_VERSION, _weights_hash(found.path), dataclasses.asdict(cfg.eval), inputs, math_file,
+    return cache_key(EVAL_CODE_VERSION, weights_sha256(found.path), dataclasses.asdict(cfg.eval), inputs, math_file,
                      qa_key)
 
 
@@ -143,7 +139,7 @@ def export_latest(store: DataStore, cfg: YunqueConfig) -> dict:
                            f"{', '.join(stale)} (in that order), then exported_model")
     path = found_ckpt.path
     out = store.dir(EXPORTED_MODEL)
-    key = cache_key(EXPORT_CODE_VERSION, _weights_hash(path), dataclasses.asdict(cfg.export), list(cfg.eval.prompts))
+    key = cache_key(EXPORT_CODE_VERSION, weights_sha256(path), dataclasses.asdict(cfg.export), list(cfg.eval.prompts))
     record = _read_row(out / RECORD_FILE)
     if record and record.get("export_key") == key and all((out / f).exists() for f in record["files"]):
         return {**record, "cached": True}
@@ -154,7 +150,7 @@ def export_latest(store: DataStore, cfg: YunqueConfig) -> dict:
                           "weights_sha256": source["weights_sha256"]}, "lineage": source}
     record = export_hf(loaded, tmp, cfg.export.dtype, cfg.export.gguf, lineage=lineage)
     ggufs = [f for f in record["files"] if f.endswith(".gguf")]
-    record |= {"stage": stage, "dir": str(out), "weights_hash": _weights_hash(path), "export_key": key,
+    record |= {"stage": stage, "dir": str(out), "weights_hash": weights_sha256(path), "export_key": key,
                "checks": check_export(loaded, tmp, cfg.eval.prompts, ggufs, cfg.export.dtype)}
     (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2))
     shutil.rmtree(out, ignore_errors=True)  # no stale files from an earlier export (a GGUF now off)

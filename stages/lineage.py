@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from model.checkpoint_files import PREFIX, Checkpoint, all_checkpoints, verify
+from model.checkpoint_files import PREFIX, Checkpoint, all_checkpoints, checksums, verify
 from stages.pretrain import RUN_FILE, RunSpec
 from stages.store import DataStore, write_json
 
@@ -68,7 +68,7 @@ def stage_name(asset: str) -> str:
 def weights_of(path: Path) -> dict[str, str]:
     """{"weights_sha256", "heads_sha256"?} from a checkpoint's checksums.json (already
     verified by whoever chose it: hashing a large checkpoint again is slow)."""
-    sums = json.loads((Path(path) / "checksums.json").read_text())
+    sums = checksums(path)
     out = {"weights_sha256": sums["model.safetensors"]}
     if "heads.safetensors" in sums:
         out["heads_sha256"] = sums["heads.safetensors"]

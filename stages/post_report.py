@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from model.checkpoint_files import weights_sha256
 from stages.loss_curve import read_metrics, steps_of_last_attempt
 
 MASK_CHECK = "loss_mask_assistant_only"
@@ -121,7 +122,6 @@ def summarize(asset: str, spec, records: list[dict], found: Path) -> dict:
     """The stage's result from `found`, its checkpoint as the asset verified it."""
     stage = spec.config["stage"]
     state = json.loads((found / "state.json").read_text())
-    sums = json.loads((found / "checksums.json").read_text())
     final = {k: v for k, v in state.get("metrics", {}).items()
              if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("time", "step")}
     plan = next((r for r in reversed(records) if r.get("event") == "plan"), None)
@@ -130,5 +130,5 @@ def summarize(asset: str, spec, records: list[dict], found: Path) -> dict:
     runs = spec.record().get("mlflow_runs", [])
     return {"checkpoint": str(found), "step": int(state["step"]), "final": final,
             "plan": plan["summary"] if plan else "", "curve": rows, "png": str(png) if png else "",
-            "mlflow_run_id": runs[-1] if runs else "", "weights": sums["model.safetensors"],
+            "mlflow_run_id": runs[-1] if runs else "", "weights": weights_sha256(found),
             "check": _check(stage, records, final)}

@@ -15,6 +15,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from model.checkpoint_files import checksums
 from model.post_config import POST_RUNTIME_FIELDS, SFTConfig, check
 from pipelines.tasks import chitchat
 from pipelines.tokens.tokenizer import file_hash
@@ -44,7 +45,7 @@ class PostTrainError(PretrainError):
 
 
 def _weights(path: Path) -> dict:
-    sums = json.loads((path / "checksums.json").read_text())
+    sums = checksums(path)
     return {k: sums[k] for k in ("model.safetensors", "heads.safetensors") if k in sums}
 
 

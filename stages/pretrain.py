@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.checkpoint_files import PREFIX, Checkpoint, all_checkpoints, latest, verify
+from model.checkpoint_files import (
+    PREFIX,
+    Checkpoint,
+    all_checkpoints,
+    latest,
+    verify,
+    weights_sha256,
+)
 from model.config import CONTINUATION_FIELDS, RUNTIME_FIELDS, TrainConfig
 from model.early_stop import EarlyStop, read_best, stop_holds
 from stages import mixture
@@ -255,12 +262,11 @@ def choose_start(root: Path, prev: dict[str, Any], data_key: str, recipe: dict, 
                      everything)
     # a finished run goes on from its last step; an early-stopped one from its best (it had stopped improving)
     final = end.recorded if end.early_stop else end.last
-    sums = json.loads((final.path / "checksums.json").read_text())
     seen = lineage.get("token_shards", {})
     new = sorted(s for s in versions if seen.get(s) != versions[s])
     old = sorted(s for s in versions if seen.get(s) == versions[s])
     cont = {"run_key": prev["key"], "checkpoint": str(final.path), "step": final.step,
-            "weights_sha256": sums["model.safetensors"]}
+            "weights_sha256": weights_sha256(final.path)}
     return Start(f"continued: new or changed shards {new}", new, old, cont, in_root=True)
 
 

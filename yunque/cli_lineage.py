@@ -70,7 +70,7 @@ def _store_for(directory: Path, asset: str):
 
 def describe(path: str | Path) -> dict[str, Any]:
     """The lineage of `path` as one JSON-able dict (see the module docstring)."""
-    from model.checkpoint_files import PREFIX
+    from model.checkpoint_files import PREFIX, SUMS
     from stages.lineage import (
         RECORD_FILE,
         LineageError,
@@ -95,7 +95,7 @@ def describe(path: str | Path) -> dict[str, Any]:
         src = export.get("source", {})
         note = f"export of {src.get('asset', '?')} step {src.get('step', '?')} ({src.get('checkpoint', '?')})"
         store = _store_for(path, "exported_model")
-    elif path.name.startswith(PREFIX) and (path / "checksums.json").exists():
+    elif path.name.startswith(PREFIX) and (path / SUMS).exists():
         kind, step = "checkpoint", int(path.name[len(PREFIX):])
         rec = read_record_in(path.parent)
         if rec and Path(rec["checkpoint"]).name == path.name and \
