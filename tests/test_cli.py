@@ -108,3 +108,17 @@ def test_backfill_titles_are_what_dagster_accepts():
         title = backfill_title(text)
         assert is_valid_title_and_reason(title) == (True, None), title
         assert title[:20] == text[:20].replace("*", "_")
+
+
+def test_each_assets_line_is_chosen_by_its_name():
+    """The summary of a materialization follows the asset's name, not a guess from its
+    metadata keys (a post-training stage reports a vocabulary too); figures it lacks
+    leave a plain word, never a crash at the end of a run."""
+    from yunque.cli import _describe
+
+    post = {"step": 2, "eval_loss": 3.14159, "vocab_size": 512, "tokens_per_word": 1.7, "run_key": "k"}
+    assert _describe("sft_model", post) == "step 2, loss 3.14"
+    assert _describe("tokenizer", post) == "vocab 512, 1.7 tokens/word"
+    assert _describe("base_model", {"step": 4, "loss": 5.5}) == "step 4, loss 5.500, no validation tokens"
+    assert _describe("promoted_model", {"version": "3"}) == "materialized"
+    assert _describe("filtered_documents", {"documents_in": 8, "documents_out": 6}) == "8->6"

@@ -39,24 +39,35 @@ def cmd_fetch_sample(args: argparse.Namespace) -> int:
 POST_SHOWN = ("eval_loss", "eval_accuracy", "eval_margin", "eval_dev_accuracy", "accuracy", "kl", "reply_tokens")
 
 
-def _describe(md: dict) -> str:
-    """One progress-line summary of an asset's metadata."""
-    if "vocab_size" in md and "tokens_per_word" in md:
+POST_TRAINING = ("sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model")
+
+
+def _describe(asset: str, md: dict) -> str:
+    """One progress-line summary of what `asset` reported (its materialization's metadata);
+    the figures it lacks (a materialization from an older version) are left out."""
+    try:
+        return _figures(asset, md)
+    except (KeyError, TypeError, ValueError):
+        return "materialized"
+
+
+def _figures(asset: str, md: dict) -> str:
+    if asset == "tokenizer":
         return f"vocab {md['vocab_size']:,}, {md['tokens_per_word']} tokens/word"
-    if "stage" in md and "run_key" in md:  # a post-training stage
+    if asset in POST_TRAINING:
         shown = [f"{k.removeprefix('eval_')} {md[k]:.3g}" for k in POST_SHOWN if isinstance(md.get(k), (int, float))]
         return f"step {md['step']}" + (", " + ", ".join(shown) if shown else "")
-    if "run_key" in md:  # base_model
+    if asset == "base_model":
         val = f"val_loss {md['val_loss']:.3f}" if "val_loss" in md else "no validation tokens"
         return f"step {md['step']}, loss {md.get('loss', float('nan')):.3f}, {val}"
-    if "reused_rows" in md:  # eval_report
+    if asset == "eval_report":
         return ", ".join(f"{s}: val_loss {md.get(f'{s}/val_loss', float('nan')):.3f}, "
                          f"math {md.get(f'{s}/math_accuracy', 0):.0%}" for s in md["stages"])
-    if "new_version" in md:  # promoted_model
+    if asset == "promoted_model":
         return f"{md['registered_model']} v{md['version']} @{md['alias']}" + ("" if md["new_version"] else " (kept)")
-    if "architecture" in md:  # exported_model
+    if asset == "exported_model":
         return f"{md['architecture']} step {md['step']}, {len(md['files'])} files"
-    if "train_tokens" in md:
+    if asset == "token_shards":
         return f"{md['train_tokens']:,} train + {md['val_tokens']:,} val tokens"
     return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
 
@@ -135,7 +146,8 @@ def _line(report) -> str:
                     if any("train_tokens" in m for m in mds) else "")
             parts.append(f"{name} {len(mds)} shards{docs}{f' ({cached} cached)' if cached else ''}")
     else:
-        parts = [f"{name} {_describe(m)}{' (cached)' if m.get('cached') else ''}" for name, m in report.assets.items()
+        parts = [f"{name} {_describe(name, m)}{' (cached)' if m.get('cached') else ''}"
+                 for name, m in report.assets.items()
                  if name not in report.shown]
         if report.ok and report.shown and not parts and not report.failed_checks:
             return ""
