@@ -154,7 +154,7 @@ def test_whole_graph_on_an_s3_home_and_again_from_another_machine(s3, tmp_path, 
     second = on("b")
     assert second.ok, [r.error for r in second.runs if not r.ok]
     meta = {k: m for r in second.runs for k, m in r.assets.items()}
-    assert meta["base_model"]["cached"] and meta["grpo_model"].get("cached", True)
+    assert meta["base_model"]["cached"] and meta["grpo_model"]["cached"]
     assert meta["exported_model"]["cached"] and meta["eval_report"]["cached"]
     per_shard = [m for r in second.runs for m in r.per_shard.values()]
     assert per_shard and all(m.get("cached") for m in per_shard)
