@@ -94,3 +94,39 @@ def test_module_paths_exist(doc):
         text = text[:moved.start()] + text[moved.end():]
     named = {m for span in CODE_SPAN.findall(text) for m in MODULE.findall(span)}
     assert [path for path in sorted(named) if not (ROOT / path).is_file()] == []
+
+
+def test_every_flag_is_documented_and_every_documented_flag_exists():
+    """Both ways: each flag of each `yunque` subcommand appears in the README or docs/, and
+    each `--flag` written after `yunque <subcommand>` there is one that subcommand takes."""
+    import argparse
+
+    from yunque.cli import parser
+
+    p = parser()
+    top = {o for a in p._actions for o in a.option_strings if o.startswith("--")}
+
+    def flags(sp: argparse.ArgumentParser) -> set[str]:
+        out = set()
+        for a in sp._actions:
+            out |= {o for o in a.option_strings if o.startswith("--")}
+            if isinstance(a, argparse._SubParsersAction):
+                for nested in a.choices.values():
+                    out |= flags(nested)
+        return out - {"--help"}
+
+    commands = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
+    taken = {name: flags(sp) for name, sp in commands.items()}
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "".join(page.read_text() for page in pages)
+    undocumented = {name: sorted(f for f in fl if f not in text) for name, fl in taken.items()}
+    assert not {k: v for k, v in undocumented.items() if v}, undocumented
+    written = re.compile(r"yunque(?:\s+--(?:home|s3-endpoint)(?:[ =]\S+)?)*\s+(" + "|".join(map(re.escape, taken))
+                         + r")\b([^`\n]*)")
+    unknown = []
+    for page in pages:
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            for m in written.finditer(line):
+                used = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", m.group(2)))
+                unknown += [f"{page.name}:{number}: yunque {m.group(1)} {f}" for f in sorted(used - taken[m.group(1)] - top)]
+    assert not unknown, unknown

@@ -226,10 +226,8 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM (timeout, kill, a CI runner) cleans up as Ctrl-C does
 
 
-def main(argv: list[str] | None = None) -> int:
-    env.apply()
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
+def parser() -> argparse.ArgumentParser:
+    """Every subcommand and flag (the docs are checked against it: tests/test_docs.py)."""
     p = argparse.ArgumentParser(prog="yunque", description=__doc__)
     p.add_argument("--home", help="output and instance root: a directory, or s3://bucket/prefix (any fsspec URL; "
                                   "a local cache of it under $YUNQUE_CACHE or ~/.cache/yunque) (default "
@@ -257,7 +255,14 @@ def main(argv: list[str] | None = None) -> int:
     cli_node.add_parser(sub)
     cli_inspect.add_parser(sub)
     cli_calibrate.add_parser(sub)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    env.apply()
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
+    args = parser().parse_args(argv)
     endpoint = args.home_endpoint or getattr(args, "s3_endpoint", None)
     if endpoint:  # the runs, the daemon and the training processes inherit it
         os.environ["YUNQUE_S3_ENDPOINT"] = endpoint
