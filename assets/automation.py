@@ -12,6 +12,7 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.partitions import consumed_shards
+from assets.sensors import current_corpus
 from resources import CorpusStorage, YunqueSettings
 from stages import home as home_settings
 from stages.env import home_url
@@ -50,7 +51,8 @@ def train_on_new_data(context: dg.ScheduleEvaluationContext, settings: YunqueSet
     busy = context.instance.get_runs(filters=dg.RunsFilter(job_name=train_job.name, statuses=IN_PROGRESS), limit=1)
     if busy:  # its base_model archives the previous run while it trains: nothing to compare with yet
         return dg.SkipReason(f"a {train_job.name} run is in progress ({busy[0].run_id})")
-    chosen = consumed_shards(context, settings, corpus, "token_shards")
+    # the corpus the home names now: this code server may have loaded an older one
+    chosen = consumed_shards(context, settings, current_corpus(corpus), "token_shards")
     if chosen.pending:  # the data half is still at work: base_model would refuse
         return dg.SkipReason(f"waiting for token_shards of {sorted(chosen.pending)}")
     unseen = unseen_shards(settings.store(), chosen.ready)
