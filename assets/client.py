@@ -231,11 +231,27 @@ def _first_line(text: str | None) -> str:
     return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
 
 
-def _cause(err) -> str:
-    """The first line of an error's deepest cause (the user code's own exception)."""
-    while err is not None and err.cause is not None:
+FAILURE_PREFIX = "dagster._core.definitions.events.Failure: "
+
+
+def explained(err) -> str:
+    """What a user should read of an error chain: the message of the `dg.Failure` our code
+    raised, whose words explain the raw error it was raised from (a training's exit code
+    -9 becomes "killed (SIGKILL): ..."), else the deepest cause's (the user code's own
+    exception); "" for none."""
+    chain = []
+    while err is not None:
+        chain.append(err)
         err = err.cause
-    return _first_line(err.message) if err is not None else ""
+    if not chain:
+        return ""
+    chosen = next((e for e in chain if e.cls_name == "Failure"), chain[-1])
+    return chosen.message.strip().removeprefix(FAILURE_PREFIX)
+
+
+def _cause(err) -> str:
+    """The first line of `explained`."""
+    return _first_line(explained(err))
 
 
 @dataclass
@@ -435,10 +451,7 @@ class Follower:
                 c = ev.asset_check_evaluation_data
                 rep.add_check(c.asset_key, c.partition, c.check_name, c.passed, bool(c.blocking))
             elif ev.event_type == DagsterEventType.STEP_FAILURE and rep.error is None:
-                err = ev.step_failure_data.error
-                while err is not None and err.cause is not None:  # the user code's own exception
-                    err = err.cause
-                rep.error = f"{ev.step_key}: {err.message.strip() if err else 'failed'}"
+                rep.error = f"{ev.step_key}: {explained(ev.step_failure_data.error) or 'failed'}"
             elif ev.event_type in (DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED):
                 data = ev.event_specific_data
                 cause = _cause(getattr(data, "error", None)) or _first_line(ev.message or r.event_log_entry.user_message)

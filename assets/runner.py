@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from assets.batch import SHARDS_PER_RUN, batches
-from assets.client import RANGE_END_TAG, RANGE_START_TAG, RunReport, register_shards
+from assets.client import RANGE_END_TAG, RANGE_START_TAG, RunReport, explained, register_shards
 from assets.client import select as select_keys
 from assets.definitions import ASSETS, CHECKS, build_resources, defs
 from assets.partitions import shards as shards_def
@@ -146,8 +146,5 @@ def run_graph(
 def _first_error(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            err = event.step_failure_data.error
-            while err.cause is not None:  # the user code's own exception, not Dagster's wrapper
-                err = err.cause
-            return f"{event.step_key}: {err.message.strip()}"
+            return f"{event.step_key}: {explained(event.step_failure_data.error)}"
     return "run failed"

@@ -619,3 +619,33 @@ def test_outputs_the_store_lost_are_named_and_materialized_again(tmp_path):
             "store; this run materializes it again") in again.stdout, again.stdout
     assert _rerun(clean, corpus).returncode == 0
     assert _outputs(home) == _outputs(clean)
+
+
+def test_a_failure_raised_from_a_raw_error_is_what_the_line_says(tmp_path):
+    """A stage that explains a raw error (a training's `exit code -9`) by raising a
+    `dg.Failure` from it: the summary line and the retry line give that explanation,
+    without Dagster's class path, not the raw error underneath."""
+    import dagster as dg
+    from dagster._core.events import DagsterEventType
+
+    from assets import client
+
+    calls = {"n": 0}
+
+    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=1))
+    def trained() -> int:
+        calls["n"] += 1
+        try:
+            raise RuntimeError("External execution process failed with code -9")
+        except RuntimeError as e:
+            raise dg.Failure("trained: killed (SIGKILL): the OOM killer, or kill -9\n(records in x)") from e
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = dg.materialize([trained], instance=instance, raise_on_error=False)
+        run = instance.get_run_by_id(result.run_id)
+        report = client.Follower(instance, "no-backfill")._report(run)
+        retry = instance.get_records_for_run(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY).records[0]
+    assert calls["n"] == 2
+    assert report.error == "trained: trained: killed (SIGKILL): the OOM killer, or kill -9\n(records in x)"
+    assert client._cause(retry.event_log_entry.dagster_event.step_retry_data.error) == \
+        "trained: killed (SIGKILL): the OOM killer, or kill -9"
