@@ -23,6 +23,7 @@ from assets.client import select as select_keys
 from assets.definitions import ASSETS, CHECKS, build_resources, defs
 from assets.partitions import shards as shards_def
 from model.launch import live_pgid
+from stages.preset_names import DEFAULT_PRESET
 
 # Checks whose failure stops the pipeline (Dagster also skips downstream assets for them).
 BLOCKING = {spec.key.name for c in [*CHECKS, *ASSETS] for spec in c.check_specs if spec.blocking}
@@ -116,7 +117,7 @@ def materialize_one(keys: list[str], shards: list[str], resources: dict) -> RunR
 def run_graph(
     corpus: str,
     select: str | None = None,
-    preset: str = "tiny",
+    preset: str = DEFAULT_PRESET,
     overrides: dict | str | None = None,
     endpoint_url: str | None = None,
     on_progress: Callable[[RunReport], None] | None = None,

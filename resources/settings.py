@@ -11,13 +11,14 @@ from pydantic import Field
 
 from resources.overrides import ConfigOverrides, PresetName, as_dict
 from stages.config import ConfigError, YunqueConfig, nest, preset
+from stages.preset_names import DEFAULT_PRESET
 from stages.store import DataStore
 
 
 class YunqueSettings(dg.ConfigurableResource):
     # "" means $YUNQUE_HOME (or ./.yunque), so that a launchpad config need not repeat it
     home: str = Field(default="", description="where outputs land (default: $YUNQUE_HOME)")
-    preset: PresetName = Field(default=PresetName.tiny, description="the configuration preset")
+    preset: PresetName = Field(default=PresetName(DEFAULT_PRESET), description="the configuration preset")
     # Every field of the tree, optional: what is left empty keeps the preset's value.
     overrides: ConfigOverrides = Field(default_factory=ConfigOverrides)
 

@@ -37,6 +37,7 @@ from pipelines.config import (
     apply_profile,
     section,
 )
+from stages.preset_names import DEFAULT_PRESET, RUN_PRESETS
 
 
 class ConfigError(ValueError):
@@ -111,6 +112,8 @@ def tiny() -> YunqueConfig:
 
 
 PRESETS: dict[str, Callable[[], YunqueConfig]] = {"default": default, "tiny": tiny}
+if tuple(PRESETS) != RUN_PRESETS or DEFAULT_PRESET not in PRESETS:  # the names the CLI knows without this module
+    raise RuntimeError(f"stages.preset_names {RUN_PRESETS} / {DEFAULT_PRESET!r} do not match PRESETS {tuple(PRESETS)}")
 _ADAPTER = TypeAdapter(YunqueConfig)
 
 

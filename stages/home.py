@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stages.preset_names import DEFAULT_PRESET
 from stages.remote import RemoteHome, is_url, local_root
 from stages.store import write_json
 
@@ -25,7 +26,7 @@ TRAINING_CRON = "0 * * * *"
 @dataclass
 class HomeSettings:
     corpus: str = ""  # "" until a run names one: the sample corpus under the home
-    preset: str = "tiny"
+    preset: str = DEFAULT_PRESET
     overrides: dict[str, Any] = field(default_factory=dict)
     s3_endpoint: str = ""
     # the daemon's timing (`yunque ui --sensor-interval/--training-cron`); 0 / "": the defaults

@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from stages.preset_names import DEFAULT_PRESET
 from yunque import cli_calibrate, cli_config, cli_inspect, cli_node, cli_ui, env
 from yunque.cli_model import add_commands
 
@@ -242,7 +243,7 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="materialize the graph for every shard of a corpus")
     r.add_argument("--corpus", help="DIR or s3://bucket/prefix, one shard per subdirectory/file (default: sample)")
     r.add_argument("--select", help="Dagster asset selection, e.g. 'key:raw_documents+' (default: everything)")
-    r.add_argument("--preset", default="tiny", help="configuration preset (default tiny)")
+    r.add_argument("--preset", default=DEFAULT_PRESET, help=f"configuration preset (default {DEFAULT_PRESET})")
     r.add_argument("--overrides", help='JSON of dotted config overrides, e.g. \'{"langid.threshold": 0.5}\'')
     r.add_argument("--s3-endpoint", help="endpoint URL of an S3-compatible store")
     r.add_argument("--in-process", action="store_true",

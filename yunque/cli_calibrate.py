@@ -8,6 +8,8 @@ import argparse
 import json
 import sys
 
+from stages.preset_names import DEFAULT_PRESET
+
 
 def _pct(share: float | None) -> str:
     return "-" if share is None else f"{100 * share:.1f}%"
@@ -45,7 +47,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     env.use_home(args.home)
     url = env.home_url()
     saved = home_settings.read(url)
-    preset = args.preset or saved.preset or "tiny"
+    preset = args.preset or saved.preset or DEFAULT_PRESET
     overrides = args.overrides if args.overrides is not None else json.dumps(saved.overrides or {})
     try:
         cfg, _ = cli_config.checked(preset, overrides)

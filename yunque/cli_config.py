@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any
 
+from stages.preset_names import DEFAULT_PRESET
+
 
 class BadConfig(Exception):
     """A preset or overrides that cannot describe a run: one line, naming the key."""
@@ -48,7 +50,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("config", help="print the resolved configuration tree or its JSON schema")
     csub = c.add_subparsers(dest="config_command", required=True)
     show = csub.add_parser("show", help="the tree a preset and overrides resolve to, as JSON")
-    show.add_argument("--preset", default="tiny", help="configuration preset (default tiny)")
+    show.add_argument("--preset", default=DEFAULT_PRESET, help=f"configuration preset (default {DEFAULT_PRESET})")
     show.add_argument("--overrides", help='JSON of config overrides, e.g. \'{"langid.threshold": 0.5}\'')
     show.set_defaults(fn=cmd_show)
     schema = csub.add_parser("schema", help="the JSON schema of the configuration tree")

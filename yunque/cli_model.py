@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from stages.preset_names import DEFAULT_PRESET
+
 
 def _load(path: str, int8: bool = False):
     from model.load import LoadError, load
@@ -178,7 +180,7 @@ def add_commands(sub) -> None:
     e.add_argument("--checkpoint", required=True)
     e.add_argument("--gsm8k", help="a GSM8K-format jsonl (question, answer ending in '#### N') to score")
     e.add_argument("--problems", type=int, help="held-out generated problems (default: the preset's)")
-    e.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
+    e.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
                    help="evaluation settings of this preset")
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(fn=cmd_eval)
