@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from assets.batch import SHARDS_PER_RUN, batches
-from assets.client import RANGE_END_TAG, RANGE_START_TAG, RunReport, explained, register_shards
+from assets.client import RANGE_END_TAG, RANGE_START_TAG, register_shards
 from assets.client import select as select_keys
 from assets.definitions import ASSETS, CHECKS, build_resources, defs
+from assets.follower import RunReport, explained
 from assets.partitions import shards as shards_def
 from model.launch import live_pgid
 from stages.preset_names import DEFAULT_PRESET

@@ -230,7 +230,7 @@ def test_a_run_that_ended_without_a_step_failure_says_why(tmp_path):
     line in `yunque run`'s summary gives the first line of the run's own end event."""
     import dagster as dg
 
-    from assets import client
+    from assets import follower
 
     @dg.asset
     def one() -> int:
@@ -239,7 +239,7 @@ def test_a_run_that_ended_without_a_step_failure_says_why(tmp_path):
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         run = instance.get_run_by_id(dg.materialize([one], instance=instance).run_id)
         instance.report_run_failed(run, message="Run worker process exited with code -9.\nMore detail.")
-        report = client.Follower(instance, "no-backfill")._report(run.with_status(dg.DagsterRunStatus.FAILURE))
+        report = follower.Follower(instance, "no-backfill")._report(run.with_status(dg.DagsterRunStatus.FAILURE))
     assert report.error == f"run failure: Run worker process exited with code -9. (run's logs: UI > Runs > {run.run_id[:8]})"
 
 
@@ -628,7 +628,7 @@ def test_a_failure_raised_from_a_raw_error_is_what_the_line_says(tmp_path):
     import dagster as dg
     from dagster._core.events import DagsterEventType
 
-    from assets import client
+    from assets import follower
 
     calls = {"n": 0}
 
@@ -643,9 +643,9 @@ def test_a_failure_raised_from_a_raw_error_is_what_the_line_says(tmp_path):
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         result = dg.materialize([trained], instance=instance, raise_on_error=False)
         run = instance.get_run_by_id(result.run_id)
-        report = client.Follower(instance, "no-backfill")._report(run)
+        report = follower.Follower(instance, "no-backfill")._report(run)
         retry = instance.get_records_for_run(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY).records[0]
     assert calls["n"] == 2
     assert report.error == "trained: trained: killed (SIGKILL): the OOM killer, or kill -9\n(records in x)"
-    assert client._cause(retry.event_log_entry.dagster_event.step_retry_data.error) == \
+    assert follower._cause(retry.event_log_entry.dagster_event.step_retry_data.error) == \
         "trained: killed (SIGKILL): the OOM killer, or kill -9"

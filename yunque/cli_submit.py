@@ -148,6 +148,7 @@ def _say_lost(lost: dict[str, list[str]], keys) -> None:
 
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
     from assets import client
+    from assets import follower as follower_mod
     from assets.definitions import build_resources, defs
     from yunque.cli_follow import follow
     from yunque.env import home_url
@@ -196,7 +197,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         return 1
     print(f"backfill {backfill_id}: {len(keys)} assets x {len(shards)} shards "
           "(UI: Overview > Backfills); Ctrl-C cancels it")
-    follower = client.Follower(instance, backfill_id)
+    follower = follower_mod.Follower(instance, backfill_id)
     try:
         follow(follower, home / "data", line, watch=keeper.ensure)
     except DaemonLost as e:
@@ -222,7 +223,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
     status = instance.get_backfill(backfill_id).status.value
     ok = status == "COMPLETED_SUCCESS" and all(r.ok for r in follower.reports)
     if not ok and not getattr(args, "going_on", False) and \
-            (left := client.failed_only_on(follower.reports, resources["corpus"])):
+            (left := follower_mod.failed_only_on(follower.reports, resources["corpus"])):
         # Dagster does not run a whole-corpus join after a failed parent partition: the
         # shards that left the corpus are deregistered now that the backfill has ended,
         # and a second backfill does what is left over the shards that are there
