@@ -14,10 +14,10 @@ import dagster as dg
 from assets.partitions import consumed_shards
 from assets.sensors import current_corpus
 from resources import CorpusStorage, YunqueSettings
-from stages import home as home_settings
-from stages.env import home_url
-from stages.retrain import unseen_shards
-from stages.store import cache_key
+from stages.store import home as home_settings
+from stages.store.env import home_url
+from stages.store.keys import cache_key
+from stages.training.retrain import unseen_shards
 
 IN_PROGRESS = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
                dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]

@@ -26,7 +26,7 @@ EXAMPLES = 10
 )
 def no_near_duplicates_left(context: dg.AssetCheckExecutionContext, settings: YunqueSettings,
                             corpus: CorpusStorage) -> dg.AssetCheckResult:
-    from stages.dedup import near_duplicate_sample_pairs
+    from stages.data.dedup import near_duplicate_sample_pairs
 
     cfg = settings.data_config()
     threshold = cfg.dedup.check_jaccard

@@ -9,7 +9,7 @@ from assets.batch import LIGHT_POLICY, Event, ShardEvents, each_shard
 from assets.conditions import changed_deps, no_dep_requested
 from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
-from stages.versions import CODE_VERSIONS
+from stages.store.versions import CODE_VERSIONS
 
 AC = dg.AutomationCondition
 
@@ -38,7 +38,7 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
     Only shards that are still in the corpus take part: a vanished shard's documents must
     not keep (or drop) anyone."""
     from assets.metadata import stage_result
-    from stages.dedup import dedup_index_stage
+    from stages.data.dedup import dedup_index_stage
 
     store = settings.store()
     chosen = consumed_shards(context, settings, corpus, "minhash_signatures")
@@ -67,7 +67,7 @@ def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSetting
     downstream). If the index does not cover the shard's current signatures, the shard
     fails and says what to materialize first."""
     from assets.metadata import stage_metadata
-    from stages.dedup import StaleIndexError, deduped_stage
+    from stages.data.dedup import StaleIndexError, deduped_stage
 
     store, cfg = settings.store(), settings.data_config()
     checks = {spec.name: spec for spec in shard_checks.SPECS

@@ -20,10 +20,10 @@ from assets.jobs import dedup_job, shard_job
 from assets.sensors import shard_sensor
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from resources.corpus import default_corpus
-from stages import home as home_settings
-from stages.env import apply as telemetry_off
-from stages.env import home as local_home
-from stages.env import home_url
+from stages.store import home as home_settings
+from stages.store.env import apply as telemetry_off
+from stages.store.env import home as local_home
+from stages.store.env import home_url
 
 telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
@@ -50,8 +50,8 @@ def training_launcher() -> dg.ConfigurableResource:
 def build_resources(home: str | None = None, corpus: str | None = None, preset: str | None = None,
                     overrides: dict | str | None = None, endpoint_url: str | None = None) -> dict:
     """Resources from explicit values, else YUNQUE_* environment variables, else what the
-    home remembers (`stages.home`: written by `yunque run`), else the defaults."""
-    home = home or home_url()  # a directory or an object store URL (stages.remote)
+    home remembers (`stages.store.home`: written by `yunque run`), else the defaults."""
+    home = home or home_url()  # a directory or an object store URL (stages.store.remote)
     saved = home_settings.read(home)
     corpus = corpus or os.environ.get("YUNQUE_CORPUS") or saved.corpus or default_corpus()
     endpoint_url = endpoint_url or os.environ.get("YUNQUE_S3_ENDPOINT") or saved.s3_endpoint or None

@@ -10,15 +10,16 @@ from assets.model_plan import plan_tags
 from assets.post_training import dpo_model, grpo_model, ppo_model, sft_model
 from assets.training import base_model
 from resources import MlflowTracking, YunqueSettings
-from stages.evaluation import (
+from stages.evaluation.evaluate import (
     EVAL_CODE_VERSION,
     EVAL_REPORT,
     EXPORTED_MODEL,
     evaluate_all,
     export_latest,
 )
-from stages.lineage import LineageError, chain, lineage_tags
-from stages.store import DataStore, cache_key
+from stages.store.keys import cache_key
+from stages.store.outputs import DataStore
+from stages.training.lineage import LineageError, chain, lineage_tags
 
 # The checkpoint assets the report and the export read, in chain order (the reward model
 # is not a language model to evaluate: its held-out accuracy is in its own metadata).

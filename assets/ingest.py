@@ -11,7 +11,7 @@ import dagster as dg
 from assets.batch import POLICY, Event, ShardEvents, each_shard
 from assets.partitions import shards
 from resources import CorpusStorage, YunqueSettings
-from stages.versions import CODE_VERSIONS
+from stages.store.versions import CODE_VERSIONS
 
 RAW, CLEAN, FILTERED, SIGNATURES = "raw_documents", "clean_documents", "filtered_documents", "minhash_signatures"
 CHAIN = (RAW, CLEAN, FILTERED, SIGNATURES)
@@ -41,9 +41,9 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
                     settings: YunqueSettings) -> Iterator[object]:
     """Read, clean, filter and sign each shard of the run (the selected stages of the four)."""
     from assets.metadata import filter_report_metadata, stage_metadata
-    from stages.dedup import minhash_stage
-    from stages.filter_report import shard_report
-    from stages.ingest import clean_stage, filter_stage, read_stage
+    from stages.data.dedup import minhash_stage
+    from stages.data.ingest import clean_stage, filter_stage, read_stage
+    from stages.reports.filters.report import shard_report
 
     selected = [a for a in CHAIN if dg.AssetKey(a) in context.selected_asset_keys]
     store, cfg = settings.store(), settings.data_config()

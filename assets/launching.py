@@ -1,7 +1,7 @@
 """Launching a training program (pretraining or a post-training stage) from an asset:
 torchrun through Dagster Pipes under the TorchrunLauncher, one MLflow run per attempt,
 and the program's own reason when it fails. Every run carries the chain's lineage as tags
-(stages.lineage.lineage_tags); its params are the recipe."""
+(stages.training.lineage.lineage_tags); its params are the recipe."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -10,18 +10,18 @@ import dagster as dg
 from dagster._core.errors import DagsterPipesExecutionError  # not exported at the top level
 
 from resources import MlflowTracking, TorchrunLauncher
-from stages import loss_curve
-from stages.env import TELEMETRY_OFF
-from stages.lineage import lineage_tags, planned_record
-from stages.loss_curve import read_metrics
-from stages.pretrain import RunSpec
-from stages.store import DataStore
+from stages.reports import loss_curve
+from stages.reports.loss_curve import read_metrics
+from stages.store.env import TELEMETRY_OFF
+from stages.store.outputs import DataStore
+from stages.training.lineage import lineage_tags, planned_record
+from stages.training.pretrain import RunSpec
 
 # Training assets share one pool: with `pools: default_limit: 1` in dagster.yaml a
 # machine never runs two trainings on the same devices at once.
 TRAINING_POOL = "training"
 
-# The supervisor's own exit codes (model.launch); torchrun turns every worker failure into 1,
+# The supervisor's own exit codes (model.launch.supervise); torchrun turns every worker failure into 1,
 # so the training program's reason is read from its last records instead.
 EXIT_REASONS = {124: "stopped: the run exceeded TorchrunLauncher.timeout_s", 130: "interrupted"}
 ERROR_KINDS = {"PreflightError": "refused by the preflight plan", "TrainingStopped": "training stopped on a bad step"}
@@ -75,7 +75,7 @@ def run_program(context: dg.AssetExecutionContext, spec: RunSpec, launcher: Torc
     except DagsterPipesExecutionError as e:
         raise failure(spec, e) from e
     except dg.DagsterExecutionInterruptedError as e:
-        status = "KILLED"  # the run was cancelled; model.launch stopped the whole process tree
+        status = "KILLED"  # the run was cancelled; model.launch.supervise stopped the whole process tree
         # Dagster retries an interrupted step under a RetryPolicy (meant for preemption), which
         # would start the training of a cancelled run again: end it as a failure never retried.
         raise dg.Failure(f"{spec.asset}: cancelled; the training process tree was stopped",

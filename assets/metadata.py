@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from stages.store import StageStats
+from stages.store.outputs import StageStats
 
 if TYPE_CHECKING:
-    from stages.filter_report import FilterReport
+    from stages.reports.filters.types import FilterReport
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Bytes of PNG shown inline at most: base64 adds a third, and every byte is stored in the
@@ -121,11 +121,11 @@ def image(path: Path, alt: str, limit: int = INLINE_LIMIT) -> dg.MetadataValue:
 
 
 def filter_report_metadata(report: FilterReport) -> dict[str, Any]:
-    """The filtered_documents report (`stages.filter_report.FilterReport`) as metadata: the
+    """The filtered_documents report (`stages.reports.filters.types.FilterReport`) as metadata: the
     rules with thresholds and counts, the language-ID drops, the profile, one text
-    histogram table per filter (`stages.filter_histograms.text_histograms`; the PNGs are
+    histogram table per filter (`stages.reports.filters.histograms.text_histograms`; the PNGs are
     drawn on demand by `yunque inspect filters --plot`), and the rejected sample per reason."""
-    from stages.filter_report import samples_markdown, text_histograms
+    from stages.reports.filters.report import samples_markdown, text_histograms
 
     md: dict[str, Any] = {
         "filter_rules": rows_table([r.row() for r in report.rules]) if report.rules else "no rules",

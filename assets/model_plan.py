@@ -1,6 +1,6 @@
 """Which model outputs are up to date, asked before anything runs.
 
-The data half is planned from the stages' own keys (`stages.data_plan`). The model half's
+The data half is planned from the stages' own keys (`stages.data.plan`). The model half's
 keys depend on what training produced (a post-training key carries its parent's weights
 hash, the SFT mixture scans the domain QA pairs), so they are not known without running.
 Instead each model asset records on its materialization the `yunque/plan` tag: a hash of
@@ -31,7 +31,7 @@ from dagster._core.events import DagsterEventType
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from resources import YunqueSettings
-from stages.store import cache_key
+from stages.store.keys import cache_key
 
 PLAN_TAG = "yunque/plan"
 

@@ -32,8 +32,8 @@ def in_unfinished_backfills(instance: dg.DagsterInstance, asset: dg.AssetKey | N
 
 def consumed_shards(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext, settings: YunqueSettings,
                     corpus: CorpusStorage, upstream: str):
-    """`stages.selection.consumed_shards` over the registered partitions and the corpus as listed now."""
-    from stages import selection
+    """`stages.training.selection.consumed_shards` over the registered partitions and the corpus as listed now."""
+    from stages.training import selection
 
     registered = context.instance.get_dynamic_partitions(shards.name)
     present = [s.key for s in corpus.shards()]

@@ -1,8 +1,8 @@
 """The post-training chain: sft_model -> reward_model -> dpo_model -> ppo_model ->
-grpo_model, each a torchrun program (model.post_train) launched through Dagster Pipes
+grpo_model, each a torchrun program (model.post.train) launched through Dagster Pipes
 like base_model, tracked in MLflow, checkpointed and resumed from its last checkpoint.
 Each starts from its parent's recorded checkpoint and, on success, records its own
-(data/<asset>/materialized.json, stages.lineage)."""
+(data/<asset>/materialized.json, stages.training.lineage)."""
 
 from pathlib import Path
 
@@ -11,12 +11,12 @@ import dagster as dg
 from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import image, rows_table
 from assets.model_plan import plan_tags
-from model.checkpoint_files import all_checkpoints
+from model.checkpoint.files import all_checkpoints
 from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
-from stages import post_report
-from stages.lineage import LineageError, finished_checkpoint, record_materialized
-from stages.loss_curve import read_metrics
-from stages.post_train import (
+from stages.reports import post_training as post_report
+from stages.reports.loss_curve import read_metrics
+from stages.training.lineage import LineageError, finished_checkpoint, record_materialized
+from stages.training.post_train import (
     CHAIN,
     POST_CODE_VERSION,
     PostTrainError,
@@ -107,7 +107,7 @@ def _post_asset(asset: str):
             newest = all_checkpoints(spec.dir)  # where the program resumes (it verifies the step itself)
             tags = {"yunque.stage": spec.config["stage"], "yunque.init_checkpoint": spec.config["init"],
                     "yunque.resumed_from_step": str(newest[-1].step if newest else 0)}
-            reported = run_program(context, spec, launcher, mlflow, "model.post_train", tags,
+            reported = run_program(context, spec, launcher, mlflow, "model.post.train", tags,
                                    plots=lambda: post_report.plot_run(spec), store=store)
             found = finished_checkpoint(spec)
         if found is None:

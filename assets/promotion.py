@@ -1,6 +1,6 @@
 """promoted_model (the export registered in MLflow's model registry, the champion alias
 moved to it) and no_regression, the blocking check on exported_model that keeps a worse
-export from being promoted. The decisions are stages.promotion's."""
+export from being promoted. The decisions are stages.evaluation.promotion's."""
 
 import dataclasses
 
@@ -10,7 +10,7 @@ from assets.evaluation import eval_report, exported_model
 from assets.model_plan import plan_tags
 from resources import MlflowTracking, YunqueSettings
 from stages.config import PromotionConfig
-from stages.promotion import (
+from stages.evaluation.promotion import (
     PROMOTION_CODE_VERSION,
     Candidate,
     PromotionError,
@@ -23,7 +23,7 @@ from stages.promotion import (
     read_champion,
     write_champion,
 )
-from stages.store import DataStore
+from stages.store.outputs import DataStore
 
 ARTIFACT_PATH = "model"  # the export's directory inside the promotion run's artifacts
 WEIGHTS_TAG = "yunque.weights_sha256"

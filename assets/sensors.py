@@ -7,8 +7,8 @@ import dagster as dg
 from assets.jobs import PER_SHARD
 from assets.partitions import in_unfinished_backfills, shards
 from resources import CorpusStorage
-from stages import home as home_settings
-from stages.env import home_url
+from stages.store import home as home_settings
+from stages.store.env import home_url
 
 # How often the corpus is listed: YUNQUE_SENSOR_INTERVAL, else the home's settings
 # (`yunque ui --sensor-interval`), else 60 s

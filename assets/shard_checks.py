@@ -39,7 +39,7 @@ SPECS = [EVERY_DOCUMENT_ONCE, LANGUAGE_IS_PURE]
 
 
 def every_document_once(store, shard: str) -> dg.AssetCheckResult:
-    from stages.audit import exactly_once
+    from stages.data.audit import exactly_once
 
     acc = exactly_once(store, shard)
     if acc.ok:
@@ -59,7 +59,7 @@ def every_document_once(store, shard: str) -> dg.AssetCheckResult:
 
 
 def language_is_pure(store, shard: str, cfg) -> dg.AssetCheckResult:
-    from stages.audit import language_purity
+    from stages.data.audit import language_purity
 
     lid = cfg.langid
     p = language_purity(store, shard, lid.language, sample=PURITY_SAMPLE, max_chars=lid.max_chars)

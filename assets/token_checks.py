@@ -8,7 +8,7 @@ import dagster as dg
 from assets.partitions import consumed_shards
 from assets.tokens import tokenizer
 from resources import CorpusStorage, YunqueSettings
-from stages.tokenizer import round_trip
+from stages.data.tokenizer import round_trip
 
 
 @dg.asset_check(

@@ -9,7 +9,7 @@ from assets.conditions import changed_deps, no_dep_requested
 from assets.dedup import deduped_documents
 from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
-from stages.versions import CODE_VERSIONS
+from stages.store.versions import CODE_VERSIONS
 
 TOKENIZER, TOKEN_SHARDS = "tokenizer", "token_shards"
 
@@ -44,7 +44,7 @@ def tokenizer(context: dg.AssetExecutionContext, settings: YunqueSettings,
     Hugging Face tokenizer directory (tokenizer.json, tokenizer_config.json with a chat
     template) with a compression report on held-out documents."""
     from assets.metadata import rows_table
-    from stages.tokenizer import TokenizerError, tokenizer_stage
+    from stages.data.tokenizer import TokenizerError, tokenizer_stage
 
     store = settings.store()
     cfg = settings.data_config()
@@ -85,8 +85,8 @@ def token_shards(context: dg.AssetExecutionContext, settings: YunqueSettings,
     """The shard's documents as flat token arrays (train and validation split by document),
     end-of-document token after each, with offsets and a JSON header; np.memmap-able."""
     from assets.metadata import rows_table
-    from model.config import corpus_verdict
-    from stages.token_shards import corpus_tokens, token_shard_stage
+    from model.core.config import corpus_verdict
+    from stages.data.token_shards import corpus_tokens, token_shard_stage
 
     store = settings.store()
     cfg = settings.data_config()

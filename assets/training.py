@@ -9,12 +9,13 @@ from assets.metadata import image, rows_table
 from assets.model_plan import plan_tags
 from assets.partitions import consumed_shards
 from assets.tokens import token_shards, tokenizer
-from model.checkpoint_files import latest as latest_checkpoint
-from model.checkpoint_files import weights_sha256
+from model.checkpoint.files import latest as latest_checkpoint
+from model.checkpoint.files import weights_sha256
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
-from stages import loss_curve
-from stages.lineage import record_materialized
-from stages.pretrain import (
+from stages.reports import loss_curve
+from stages.store.outputs import DataStore
+from stages.training.lineage import record_materialized
+from stages.training.pretrain import (
     BASE_MODEL,
     CODE_VERSION,
     PretrainError,
@@ -23,7 +24,6 @@ from stages.pretrain import (
     prepare,
     run_end,
 )
-from stages.store import DataStore
 
 BEATS_UNIGRAM = "val_loss_below_unigram_entropy"
 
@@ -76,7 +76,7 @@ def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, laun
             raise dg.Failure(f"training finished but left no intact checkpoint at step {spec.steps} (nor an early "
                              f"stop) under {spec.dir}")
         log_tokens_per_source(mlflow, spec, end)
-    # what eval_report, export and the post-training chain consume (stages.lineage): the best checkpoint
+    # what eval_report, export and the post-training chain consume (stages.training.lineage): the best checkpoint
     runs = spec.record().get("mlflow_runs", [])
     record_materialized(store, BASE_MODEL, spec, end.recorded, context.run.run_id, runs[-1] if runs else "")
     return _result(spec, end, cached, entropy, reported, planned)
@@ -90,7 +90,7 @@ def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunL
     if cont := spec.continued_from:
         tags |= {"yunque.continued_from": cont["run_key"], "yunque.continued_from_step": str(cont["step"])}
     tags |= {f"yunque.token_shards.{s}": v for s, v in spec.lineage["token_shards"].items()}
-    return run_program(context, spec, launcher, mlflow, "model.train", tags, store=store)
+    return run_program(context, spec, launcher, mlflow, "model.pretrain.train", tags, store=store)
 
 
 def log_tokens_per_source(mlflow: MlflowTracking, spec: RunSpec, end: RunEnd) -> None:

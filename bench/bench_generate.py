@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 
 from bench.common import Spread, interleaved  # and the telemetry switches
-from model import checkpoint as ckpt
-from model.config import preset
-from model.generate import Sampling, generate
-from model.gpt import GPT
-from model.quantize import quantize_int8, weight_bytes
+from model.checkpoint import state as ckpt
+from model.core.config import preset
+from model.core.gpt import GPT
+from model.export.quantize import quantize_int8, weight_bytes
+from model.infer.generate import Sampling, generate
 
 
 def _checkpoint(name: str, context: int, root: Path) -> Path:
@@ -54,8 +54,8 @@ def bench_model(path: Path, label: str, new: int, prompt_len: int, batches: list
                 uncached: bool) -> None:
     import transformers
 
-    from model.export_hf import export_hf
-    from model.load import load
+    from model.checkpoint.load import load
+    from model.export.hf import export_hf
 
     loaded = load(path)
     cfg = loaded.config

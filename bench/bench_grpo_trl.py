@@ -1,5 +1,5 @@
 """One GRPO step (rollouts, rewards, reference log-probs, one policy update) of ours
-(model/post_rl.py's GRPO stage, called as model/post_train.py calls it) against Hugging
+(model/post/rl.py's GRPO stage, called as model/post/train.py calls it) against Hugging
 Face TRL's GRPOTrainer, on CPU, in one process.
 
     python -m bench.bench_grpo_trl [--checkpoint DIR] [--prompts 8] [--group 8] [--max-new-tokens 80]
@@ -10,7 +10,7 @@ checkpoint), take the same `--prompts` math prompts every step (the whole prompt
 step's batch, so the samplers' orders do not matter), sample `--group` completions of each
 with the same temperature (no top-k, no top-p) and the same stop tokens (<|end|>,
 <|endoftext|>) up to `--max-new-tokens`, score them with the same reward
-(model.post_rl.verifiable_reward) and make one AdamW update (same lr and betas, no weight
+(model.post.rl.verifiable_reward) and make one AdamW update (same lr and betas, no weight
 decay, gradient clip 1.0) with a KL penalty to a frozen reference (beta 0.04), one
 iteration, loss normalised per reply then over replies (TRL's loss_type "grpo"), fp32.
 
@@ -71,12 +71,12 @@ def main() -> None:
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer
 
-    from model import parallel
-    from model.export_hf import export_hf
-    from model.load import load
-    from model.post_config import GRPOConfig
-    from model.post_rl import GRPO, verifiable_reward
-    from model.post_train import _optimizer
+    from model.checkpoint.load import load
+    from model.core import parallel
+    from model.export.hf import export_hf
+    from model.post.config import GRPOConfig
+    from model.post.rl import GRPO, verifiable_reward
+    from model.post.train import _optimizer
     from pipelines.tasks.math_tasks import prompt_for, spanish_problems
 
     transformers.logging.set_verbosity_error()
@@ -90,7 +90,7 @@ def main() -> None:
                      seed=args.seed, examples=args.prompts, dev_problems=0,
                      skip_uniform_groups=args.skip_uniform_groups)
 
-    # --- ours: the stage as model/post_train.py builds and drives it, on CPU
+    # --- ours: the stage as model/post/train.py builds and drives it, on CPU
     loaded = load(args.checkpoint)
     loaded.model.train()
     stage = GRPO(cfg, loaded, parallel.Dist(), {"data": ""}, lambda **_: None)

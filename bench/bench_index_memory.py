@@ -4,7 +4,7 @@ the slope that says how many documents fit in a memory budget.
     python -m bench.bench_index_memory --docs 1000000 3000000 [--shards 200] [--code DIR ...]
 
 For each N it writes N documents' minhash_signatures files (skipped when present): the
-columns `build_index` reads, shaped as `stages.dedup.minhash_stage` writes them (a
+columns `build_index` reads, shaped as `stages.data.dedup.minhash_stage` writes them (a
 32-character doc_id, a source path, 14 LSH band keys, three paragraph hashes and their
 line lengths per document), with 2% of the documents planted as near-duplicates (the same
 band keys as another) and 5% sharing a paragraph with another. Then it builds the index

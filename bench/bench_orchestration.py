@@ -102,9 +102,9 @@ def cli(home: Path, corpus: Path, *extra: str) -> tuple[float, str]:
 
 def _shard_chain(home: str, corpus: str, shard: str) -> None:
     from pipelines.data.corpus import get_shard, open_corpus
-    from stages import dedup, ingest
     from stages.config import preset
-    from stages.store import DataStore
+    from stages.data import dedup, ingest
+    from stages.store.outputs import DataStore
 
     cfg, store = preset("tiny"), DataStore(home)
     fs, root = open_corpus(corpus)
@@ -115,17 +115,17 @@ def _shard_chain(home: str, corpus: str, shard: str) -> None:
 
 
 def _deduped(home: str, shard: str) -> None:
-    from stages import dedup
     from stages.config import preset
-    from stages.store import DataStore
+    from stages.data import dedup
+    from stages.store.outputs import DataStore
 
     dedup.deduped_stage(DataStore(home), shard, preset("tiny"))
 
 
 def direct(home: Path, corpus: Path, jobs: int) -> float:
-    from stages import dedup
     from stages.config import preset
-    from stages.store import DataStore
+    from stages.data import dedup
+    from stages.store.outputs import DataStore
 
     shards = sorted(p.name for p in corpus.iterdir() if p.is_dir())
     t0 = time.perf_counter()

@@ -22,9 +22,9 @@ CHAIN = ("sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model")
 
 
 def _accuracy(path: str, problems: int) -> dict:
-    from model.config import EvalConfig
-    from model.evaluate import math_accuracy
-    from model.load import load
+    from model.checkpoint.load import load
+    from model.core.config import EvalConfig
+    from model.infer.evaluate import math_accuracy
     from pipelines.tasks import math_tasks
 
     loaded = load(path)
@@ -33,7 +33,7 @@ def _accuracy(path: str, problems: int) -> dict:
 
 
 def _run(corpus: str, select: str, overrides: str) -> float:
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
 
     t0 = time.perf_counter()
     summary = run_graph(corpus, select, "tiny", overrides)
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     home = env.use_home(args.home)
     corpus = args.corpus or str(home / "sample")
-    from model import checkpoint as ckpt
+    from model.checkpoint import state as ckpt
 
     rows = []
     if ckpt.latest(home / "data" / "base_model") is None:

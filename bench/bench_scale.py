@@ -50,9 +50,9 @@ def say(msg: str) -> None:
 
 
 def worker(stage: str, home: str, corpus: str, shard: str | None, band: int | None) -> dict:
-    from stages import dedup, ingest
     from stages.config import preset
-    from stages.store import DataStore
+    from stages.data import dedup, ingest
+    from stages.store.outputs import DataStore
 
     cfg = preset("tiny")
     store = DataStore(home)

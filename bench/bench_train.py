@@ -32,9 +32,9 @@ from collections.abc import Callable
 import torch
 
 from bench.common import Spread, interleaved
-from model.config import ModelConfig, preset
-from model.flops import flops_per_token
-from model.gpt import GPT
+from model.core.config import ModelConfig, preset
+from model.core.flops import flops_per_token
+from model.core.gpt import GPT
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 

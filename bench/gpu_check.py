@@ -1,5 +1,5 @@
 """The GPU path on one device, in one short script: a preset (GPT-2 small's shape by default)
-trained in bf16 (dtype `auto`: bf16 where native, see model.precision) by the training program itself (`python -m model.train`, as the base_model
+trained in bf16 (dtype `auto`: bf16 where native, see model.core.precision) by the training program itself (`python -m model.pretrain.train`, as the base_model
 asset launches it), in four variants: eager, torch.compile, torch.compile with activation
 checkpointing, and FSDP2 (`fully_shard` over a process group of one). For each: tokens/s
 and MFU over the timed steps after the first (which pays for compilation), against the
@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model import flops
-from model.config import preset
+from model.core import flops
+from model.core.config import preset
+from model.launch.spec import rewrite_paths
 from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter, token_dtype
-from stages.launch_spec import rewrite_paths
 
 VARIANTS = {
     "eager": {},
@@ -62,13 +62,13 @@ def random_shard(root: Path, vocab: int, train_tokens: int, val_tokens: int, see
 
 
 def run_program(config: dict, out: Path, name: str) -> dict:
-    """Run `python -m model.train` on `config`; its plan, estimate and final records, and wall time."""
+    """Run `python -m model.pretrain.train` on `config`; its plan, estimate and final records, and wall time."""
     run_dir = out / name
     config["train"]["out"] = str(run_dir)
     path = out / f"{name}.json"
     path.write_text(json.dumps(config))
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "model.train", "--config", str(path)], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "model.pretrain.train", "--config", str(path)], capture_output=True, text=True,
                        check=False, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     wall = time.perf_counter() - t0
     (out / f"{name}.log").write_text(p.stdout + p.stderr)

@@ -33,8 +33,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from bench.bench_seeds import figures, table
-from stages.launch_spec import rewrite_paths
-from stages.post_train import CHAIN as GRAPH
+from model.launch.spec import rewrite_paths
+from stages.training.post_train import CHAIN as GRAPH
 
 ROOT = os.environ.get("ROOT", "")
 HERE = Path(os.environ.get("HOME_COPY", ".gpu/home")).resolve()
@@ -88,7 +88,7 @@ def stage_config(stage: str, seed: int, level: str, out: Path, done: dict[str, s
 def train(stage: str, seed: int, level: str, out: Path, done: dict[str, str], extra: dict | None = None) -> str:
     path = out.with_suffix(".json")
     path.write_text(json.dumps(stage_config(stage, seed, level, out, done, extra)))
-    program = "model.train" if stage == "base" else "model.post_train"
+    program = "model.pretrain.train" if stage == "base" else "model.post.train"
     rc = run(["-m", program, "--config", str(path)], out.with_suffix(".log"))
     return last_checkpoint(out) if rc == 0 else ""
 
@@ -96,7 +96,7 @@ def train(stage: str, seed: int, level: str, out: Path, done: dict[str, str], ex
 def evaluate(ckpt: str, level: str, out: Path) -> dict:
     if not ckpt:
         return {"failed": True}
-    code = ("import json,sys; from model.evaluate import evaluate_checkpoint; from model.config import EvalConfig;"
+    code = ("import json,sys; from model.infer.evaluate import evaluate_checkpoint; from model.core.config import EvalConfig;"
             "r=evaluate_checkpoint(sys.argv[1], EvalConfig(math_set=sys.argv[3], math_problems=int(sys.argv[4])),"
             " shards=sys.argv[5:]); json.dump({k:r.get(k) for k in ('val_ppl','math_accuracy','math_rephrased')},"
             " open(sys.argv[2],'w'))")

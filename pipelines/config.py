@@ -192,7 +192,7 @@ class FilterConfig:
 
     profile: Profile = "docs"
     language: str = "es"  # word rules (stop words, mean word length) are adapted to this language
-    # An adopted calibration proposal (stages.filter_profile): its thresholds replace the
+    # An adopted calibration proposal (stages.data.filter_profile): its thresholds replace the
     # profile's when the filters run; the id names calibration/filters-<id>.json in the home.
     calibration: str | None = None
     gopher_quality: GopherQualityConfig = field(default_factory=GopherQualityConfig)

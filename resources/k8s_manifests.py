@@ -15,13 +15,10 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from resources.launcher import TorchrunLauncher
-
-if TYPE_CHECKING:
-    from resources.k8s_training import KubernetesTrainingLauncher
 
 CONTAINER = "training"
 TRAINING_LABEL = "yunque/training"  # ties node 0, the workers and the Service together
@@ -33,6 +30,33 @@ WORKER_BACKOFF_LIMIT = 6
 JOB_TTL_S = 3600
 # names that carry credentials: these come from a Secret, never as literal values
 SECRET_NAME = re.compile(r"SECRET|PASSWORD|TOKEN|CREDENTIAL|ACCESS_KEY|PRIVATE", re.IGNORECASE)
+
+
+
+class PodSettings(Protocol):
+    """What the manifests read of the launcher (resources.k8s_training.KubernetesTrainingLauncher
+    has every field): a protocol, so that this module does not import the resource that
+    imports it."""
+
+    nproc_per_node: int
+    nnodes: int
+    rdzv_port: int
+    timeout_s: int
+    grace_s: int
+    image: str
+    image_pull_policy: str
+    service_account: str
+    gpus_per_node: int
+    cpu: str
+    memory: str
+    shm_size: str
+    node_selector: dict[str, str]
+    tolerations: list[dict[str, str]]
+    volume_claim: str
+    volume_mount_path: str
+    env_secrets: list[str]
+    env_config_maps: list[str]
+    secret_env: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -70,7 +94,7 @@ def program(python: str, module: str, *args: str) -> list[str]:
     return [python, "-m", module, *args]
 
 
-def node_command(launcher: KubernetesTrainingLauncher, names: TrainingNames, prog: list[str],
+def node_command(launcher: PodSettings, names: TrainingNames, prog: list[str],
                  node_rank: int) -> list[str]:
     """TorchrunLauncher's command on node `node_rank`, with the image's interpreter."""
     if prog[1:2] != ["-m"] or len(prog) < 3:
@@ -98,7 +122,7 @@ def literal_env(env: dict[str, str]) -> tuple[list[dict[str, str]], list[str]]:
     return kept, [k for k, v in env.items() if is_secret(k, v)]
 
 
-def secret_env(launcher: KubernetesTrainingLauncher) -> list[dict[str, Any]]:
+def secret_env(launcher: PodSettings) -> list[dict[str, Any]]:
     """`secret_env` entries ENV -> "secret/key" as secretKeyRef references."""
     refs = []
     for name, ref in launcher.secret_env.items():
@@ -107,7 +131,7 @@ def secret_env(launcher: KubernetesTrainingLauncher) -> list[dict[str, Any]]:
     return refs
 
 
-def container(launcher: KubernetesTrainingLauncher, command: list[str], env: list[dict[str, Any]]) -> dict:
+def container(launcher: PodSettings, command: list[str], env: list[dict[str, Any]]) -> dict:
     requests = {k: v for k, v in (("cpu", launcher.cpu), ("memory", launcher.memory)) if v}
     limits = {"nvidia.com/gpu": str(launcher.gpus_per_node)} if launcher.gpus_per_node else {}
     env_from = [{"secretRef": {"name": s}} for s in launcher.env_secrets] + \
@@ -125,7 +149,7 @@ def container(launcher: KubernetesTrainingLauncher, command: list[str], env: lis
     return spec
 
 
-def training_pod_spec(launcher: KubernetesTrainingLauncher, names: TrainingNames, prog: list[str],
+def training_pod_spec(launcher: PodSettings, names: TrainingNames, prog: list[str],
                       env: list[dict[str, Any]], node_rank: int) -> dict:
     """The PodSpec of node `node_rank` (0: the Pipes pod)."""
     command = node_command(launcher, names, prog, node_rank)
@@ -138,7 +162,7 @@ def training_pod_spec(launcher: KubernetesTrainingLauncher, names: TrainingNames
         "restartPolicy": "Never",
         "containers": [container(launcher, command, env)],
         "volumes": volumes,
-        "terminationGracePeriodSeconds": launcher.grace_s + 15,  # model.launch: SIGTERM, grace_s, SIGKILL
+        "terminationGracePeriodSeconds": launcher.grace_s + 15,  # model.launch.supervise: SIGTERM, grace_s, SIGKILL
     }
     if launcher.nnodes > 1:
         # with the headless Service: DNS <hostname>.<base>, which torchrun also publishes as
@@ -164,7 +188,7 @@ def node0_pod_meta(labels: dict[str, str]) -> dict:
     return {"labels": {**labels, NODE_LABEL: "0"}}
 
 
-def worker_job(launcher: KubernetesTrainingLauncher, names: TrainingNames, prog: list[str],
+def worker_job(launcher: PodSettings, names: TrainingNames, prog: list[str],
                env: list[dict[str, Any]], labels: dict[str, str], node_rank: int) -> dict:
     """Node `node_rank` (1..N-1): a Job of one pod, started again if it fails early."""
     spec: dict[str, Any] = {
@@ -179,7 +203,7 @@ def worker_job(launcher: KubernetesTrainingLauncher, names: TrainingNames, prog:
             "spec": spec}
 
 
-def rendezvous_service(launcher: KubernetesTrainingLauncher, names: TrainingNames, labels: dict[str, str]) -> dict:
+def rendezvous_service(launcher: PodSettings, names: TrainingNames, labels: dict[str, str]) -> dict:
     """Headless: no proxy, only DNS records for every pod of this training. Records are
     published before the pods are ready, since the rendezvous is what they wait for."""
     return {"apiVersion": "v1", "kind": "Service",

@@ -1,6 +1,6 @@
 """The torchrun launcher: how many processes, on how many nodes, meeting where, with
 what environment. The base_model asset (and the post-training stages after it) run the
-training program through it, under Dagster Pipes. The command itself is model.launch's
+training program through it, under Dagster Pipes. The command itself is model.launch.supervise's
 (the same for `yunque node` on the other nodes)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.errors import DagsterPipesExecutionError
 
-from model.launch import Launch
-from stages.launch_spec import LaunchSpec, join_command, write_spec
-from stages.pretrain import RunSpec
+from model.launch.spec import LaunchSpec, join_command, write_spec
+from model.launch.supervise import Launch
+from stages.training.pretrain import RunSpec
 
 
 class PollingPipesSubprocessClient(dg.PipesSubprocessClient):
@@ -39,7 +39,7 @@ class PollingPipesSubprocessClient(dg.PipesSubprocessClient):
                     time.sleep(0.5)
             except dg.DagsterExecutionInterruptedError:
                 context.log.info("[pipes] run interrupted: stopping the training process tree")
-                process.send_signal(signal.SIGINT)  # model.launch stops its process group
+                process.send_signal(signal.SIGINT)  # model.launch.supervise stops its process group
                 try:
                     process.wait(timeout=self.termination_timeout_seconds)
                 except subprocess.TimeoutExpired:
@@ -53,7 +53,7 @@ class PollingPipesSubprocessClient(dg.PipesSubprocessClient):
 class TorchrunLauncher(dg.ConfigurableResource):
     """One node: `nproc_per_node` processes (1 on CPU; one per GPU). Several nodes: this
     node (the one running Dagster) is node 0 and hosts the c10d rendezvous at
-    `rdzv_endpoint`; every other node joins with `yunque node` (stages.launch_spec), which
+    `rdzv_endpoint`; every other node joins with `yunque node` (model.launch.spec), which
     the asset's log spells out when the training starts."""
 
     nproc_per_node: int = 1
@@ -107,6 +107,6 @@ class TorchrunLauncher(dg.ConfigurableResource):
         return lines
 
     def client(self) -> PollingPipesSubprocessClient:
-        # the supervisor (model.launch) stops the whole process group within grace_s of
+        # the supervisor (model.launch.supervise) stops the whole process group within grace_s of
         # Pipes' SIGINT; Pipes waits a little longer than that before giving up on it
         return PollingPipesSubprocessClient(env=dict(self.env), termination_timeout_seconds=self.grace_s + 10)

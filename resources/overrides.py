@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 import dagster as dg
 from pydantic import Field, create_model
 
-from model.config import PRESETS as MODEL_PRESETS
+from model.core.config import PRESETS as MODEL_PRESETS
 from stages.config import PRESETS, YunqueConfig
 
 PresetName = enum.Enum("PresetName", {p: p for p in PRESETS}, type=str)

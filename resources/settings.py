@@ -12,7 +12,7 @@ from pydantic import Field
 from resources.overrides import ConfigOverrides, PresetName, as_dict
 from stages.config import ConfigError, YunqueConfig, nest, preset
 from stages.preset_names import DEFAULT_PRESET
-from stages.store import DataStore
+from stages.store.outputs import DataStore
 
 
 class YunqueSettings(dg.ConfigurableResource):

@@ -1,5 +1,5 @@
 """The one configuration tree: every section of the data library (`pipelines.config`) and
-of the model (`model.config`, `model.post_config`), with presets as functions.
+of the model (`model.core.config`, `model.post.config`), with presets as functions.
 
 A run is a preset plus overrides. `preset()` checks every override (unknown keys with
 the closest names, a section replaced by a scalar, wrong types and out-of-range values,
@@ -21,10 +21,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator
 
-import model.config as model_presets
-import model.post_config as post_presets
-from model.config import EvalConfig, ExportConfig, ModelConfig, TrainConfig
-from model.post_config import PostTrainConfig
+import model.core.config as model_presets
+import model.post.config as post_presets
+from model.core.config import EvalConfig, ExportConfig, ModelConfig, TrainConfig
+from model.post.config import PostTrainConfig
 from pipelines.config import (
     CleanConfig,
     DedupConfig,
@@ -46,7 +46,7 @@ class ConfigError(ValueError):
 
 @section
 class PromotionConfig:
-    """promoted_model and its no_regression check (stages/promotion.py): where the champion
+    """promoted_model and its no_regression check (stages/evaluation/promotion.py): where the champion
     lives in MLflow's model registry, and how much worse than it an export may be."""
 
     # MLflow refuses '/' and ':' in a registered model's name

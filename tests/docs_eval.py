@@ -56,12 +56,12 @@ class Outcome:
 
 
 def evaluate(workdir: Path | None = None) -> list[Outcome]:
-    """Every document's fate through stages.ingest.read/clean/filter_stage with the default
+    """Every document's fate through stages.data.ingest.read/clean/filter_stage with the default
     configuration (preset "tiny": the data stages do not depend on the model preset)."""
     from pipelines.data.corpus import list_shards, open_corpus
     from stages.config import preset
-    from stages.ingest import clean_stage, filter_stage, read_stage
-    from stages.store import DataStore, read_table
+    from stages.data.ingest import clean_stage, filter_stage, read_stage
+    from stages.store.outputs import DataStore, read_table
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         kinds = write_corpus(Path(tmp) / "corpus")

@@ -112,9 +112,9 @@ def tiny_checkpoint(root: Path, seed: int = 0, train_config: dict | None = None,
 
     import torch
 
-    from model import checkpoint as ckpt
-    from model.config import ModelConfig
-    from model.gpt import GPT
+    from model.checkpoint import state as ckpt
+    from model.core.config import ModelConfig
+    from model.core.gpt import GPT
 
     tok = tokenizer_dir(root)
     from tokenizers import Tokenizer

@@ -30,7 +30,7 @@ def data_home(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("YUNQUE_HOME", "DAGSTER_HOME")}
     home = env.use_home(root / "home")
     write_two_shards(root / "corpus")
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
 
     summary = run_graph(str(root / "corpus"), select="+key:token_shards", overrides=json.dumps(OVERRIDES))
     assert summary.ok, [r["error"] for r in summary.runs if not r["ok"]]
@@ -100,7 +100,7 @@ def test_materialize_tracks_the_run_in_mlflow(data_home):
     assert "val_loss_below_unigram_entropy" in checks
 
     # the directory resolves to its latest checkpoint, which loads
-    from model import checkpoint as ckpt
+    from model.checkpoint import state as ckpt
 
     assert ckpt.latest(home / "data" / "base_model").step == 4
 
@@ -122,7 +122,7 @@ def test_materialize_tracks_the_run_in_mlflow(data_home):
 
 def test_eval_report_measures_what_training_measured(data_home):
     """The report's validation loss is the training run's own, on the same windows."""
-    from model import checkpoint as ckpt
+    from model.checkpoint import state as ckpt
 
     home, corpus = data_home
     overrides = {**OVERRIDES, **SMALL_EVAL, "eval.val_batches": OVERRIDES["train.eval_batches"]}
@@ -148,7 +148,7 @@ def test_impossible_plan_is_refused_with_the_fix(data_home):
 CANCEL_SCRIPT = textwrap.dedent("""
     import sys
     from assets.definitions import build_resources
-    from assets.runner import materialize_one
+    from assets.instance.runner import materialize_one
     home, corpus, overrides = sys.argv[1:4]
     resources = build_resources(home=home, corpus=corpus, preset="tiny", overrides=overrides)
     print(materialize_one(["base_model"], [], resources).error)
@@ -190,7 +190,7 @@ def test_cancelling_the_run_ends_the_torchrun_tree(data_home, tmp_path):
     try:
         while time.monotonic() < deadline:  # until training steps are being logged
             if metrics.exists() and '"event": "step"' in metrics.read_text() and \
-                    any("model.train" in Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ")
+                    any("model.pretrain.train" in Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ")
                         for p in _descendants(proc.pid) if _alive(p)):
                 break
             assert proc.poll() is None, "the run ended before training started"

@@ -32,7 +32,7 @@ def corpus(tmp_path_factory):
 
 
 def test_forty_shards_in_batches_of_eight_through_the_ui(corpus, tmp_path, monkeypatch):
-    from stages import home as home_settings
+    from stages.store import home as home_settings
 
     home = tmp_path / "home"
     home_settings.write(home, home_settings.HomeSettings(corpus=str(corpus), overrides=json.loads(SMALL_RUN)))
@@ -61,7 +61,7 @@ def test_forty_shards_in_batches_of_eight_through_the_ui(corpus, tmp_path, monke
         assert done == {f"s{i:02d}" for i in range(N)}, asset
 
     # one shard per run (in this process, each shard its own Dagster run) gives the same outputs
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
 
     single = tmp_path / "single"
     monkeypatch.setenv("YUNQUE_HOME", str(single))

@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from assets.batch import batches
-from assets.client import RANGE_END_TAG, RANGE_START_TAG
+from assets.instance.client import RANGE_END_TAG, RANGE_START_TAG
 from tests.factory import add_shard
 from yunque import env
 

@@ -63,9 +63,9 @@ def test_corpus_shards_truth_and_determinism(source, tmp_path):
 
 def _run_stages(corpus: Path, home: Path) -> None:
     from pipelines.data.corpus import list_shards, open_corpus
-    from stages import dedup, ingest
     from stages.config import preset
-    from stages.store import DataStore
+    from stages.data import dedup, ingest
+    from stages.store.outputs import DataStore
 
     cfg, store = preset("tiny"), DataStore(home)
     fs, root = open_corpus(str(corpus))

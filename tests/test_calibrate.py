@@ -14,17 +14,17 @@ from pipelines.data.calibrate import Proposal, apply_thresholds, propose
 from pipelines.data.filters import QualityFilters, RuleSpec, reasons
 from pipelines.data.filters.rules import fails
 from stages.config import nest
-from stages.filter_profile import (
+from stages.data.filter_profile import (
     filters_key,
     load_proposal,
     measure,
     resolve_filters,
     save_proposal,
 )
-from stages.store import DataStore
+from stages.store.outputs import DataStore
 from tests.test_filters import _CASES, PARAGRAPHS, SPANISH
 from tests.test_filters_datatrove import _mixed_documents
-from yunque.cli_calibrate import table
+from yunque.cli.calibrate import table
 
 
 @pytest.mark.parametrize("profile", ["web", "docs"])

@@ -102,7 +102,7 @@ def test_config_show_and_schema(tmp_path):
 def test_backfill_titles_are_what_dagster_accepts():
     from dagster._core.definitions.utils import is_valid_title_and_reason
 
-    from assets.client import backfill_title
+    from assets.instance.client import backfill_title
 
     for text in ("yunque run: everything", "yunque run: key:*_model", "yunque run: " + " or ".join(["key:sft_model"] * 9)):
         title = backfill_title(text)
@@ -114,7 +114,7 @@ def test_each_assets_line_is_chosen_by_its_name():
     """The summary of a materialization follows the asset's name, not a guess from its
     metadata keys (a post-training stage reports a vocabulary too); figures it lacks
     leave a plain word, never a crash at the end of a run."""
-    from yunque.cli import _describe
+    from yunque.cli.main import _describe
 
     post = {"step": 2, "eval_loss": 3.14159, "vocab_size": 512, "tokens_per_word": 1.7, "run_key": "k"}
     assert _describe("sft_model", post) == "step 2, loss 3.14"

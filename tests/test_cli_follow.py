@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from yunque.cli_follow import _eta, training_status
+from yunque.cli.follow import _eta, training_status
 
 
 def test_training_status_reads_the_last_step_and_its_eta(tmp_path):

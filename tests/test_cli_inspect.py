@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stages import filter_report as fr
+from stages.reports.filters import report as fr
 from tests.test_filter_report import build_home
 
 YUNQUE = str(Path(sys.executable).with_name("yunque"))

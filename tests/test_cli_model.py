@@ -24,8 +24,8 @@ def ckpt(tmp_path_factory):
 
 
 def test_generate_prints_only_the_continuation(ckpt):
-    from model.generate import Sampling, generate
-    from model.load import load
+    from model.checkpoint.load import load
+    from model.infer.generate import Sampling, generate
 
     p = yunque("generate", "--checkpoint", str(ckpt), "--prompt", "La casa del", "--max-new-tokens", "10",
                "--temperature", "0")
@@ -44,8 +44,8 @@ def test_generate_prints_only_the_continuation(ckpt):
 
 
 def test_chat_streams_keeps_history_and_resets(ckpt):
-    from model.generate import Sampling, generate
-    from model.load import load
+    from model.checkpoint.load import load
+    from model.infer.generate import Sampling, generate
 
     turns = ["hola", "¿y qué más?", "/reset", "hola", "/exit"]
     p = yunque("chat", "--checkpoint", str(ckpt), "--max-new-tokens", "8", "--temperature", "0",
@@ -74,9 +74,9 @@ def test_missing_and_incompatible_checkpoints_are_clear_errors(tmp_path, ckpt):
     p = yunque("chat", "--checkpoint", str(tmp_path / "nope"))
     assert p.returncode == 1 and "does not exist" in p.stderr
     # a model of another vocabulary beside this tokenizer: not from the same run
-    from model import checkpoint as ck
-    from model.gpt import GPT
-    from model.load import model_config
+    from model.checkpoint import state as ck
+    from model.checkpoint.load import model_config
+    from model.core.gpt import GPT
 
     cfg = dataclasses.replace(model_config(ck.latest(ckpt)), vocab_size=300)
     bad = ck.save(tmp_path / "other", 1, GPT(cfg).state_dict(), {}, {"model_config": dataclasses.asdict(cfg)},

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.store import DataStore, StageStats
+from stages.store.outputs import DataStore, StageStats
 from tests.factory import write_two_shards
 
 WRITERS = 4
@@ -29,7 +29,7 @@ def _stage_writer(home: str, corpus: str, rounds: int, barrier, out) -> None:
     try:
         from pipelines.data.corpus import list_shards, open_corpus
         from stages.config import preset
-        from stages.ingest import clean_stage, read_stage
+        from stages.data.ingest import clean_stage, read_stage
 
         cfg = preset("tiny")
         fs, root = open_corpus(corpus)
@@ -121,7 +121,7 @@ def test_concurrent_stage_runs_compute_once(tmp_path):
 
     from pipelines.data.corpus import list_shards, open_corpus
     from stages.config import preset
-    from stages.ingest import clean_stage, read_stage
+    from stages.data.ingest import clean_stage, read_stage
 
     single = DataStore(tmp_path / "single")
     fs, root = open_corpus(str(corpus))

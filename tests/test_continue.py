@@ -1,7 +1,7 @@
 """Continued pretraining: new token shards continue the finished base run from its final
 checkpoint (weights, step) on a mixture of new and replayed shards, resumably; anything
 else that changed trains from scratch and says why. Real training on CPU (tiny model,
-`python -m model.train` as torchrun starts it) against a real store."""
+`python -m model.pretrain.train` as torchrun starts it) against a real store."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.checkpoint_files import all_checkpoints, latest
+from model.checkpoint.files import all_checkpoints, latest
 from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter
 from stages.config import preset
-from stages.pretrain import BASE_MODEL, RunSpec, prepare
-from stages.store import DataStore, StageStats
-from stages.tokenizer import TOKEN_SHARDS, TOKENIZER
+from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
+from stages.store.outputs import DataStore, StageStats
+from stages.training.pretrain import BASE_MODEL, RunSpec, prepare
 
 VOCAB = 64
 SMALL = {"model.dim": 32, "model.n_layers": 2, "model.n_heads": 2, "model.ffn_dim": 64, "model.context": 32,
@@ -64,7 +64,7 @@ def set_tokenizer(store: DataStore, tok_hash: str = "tok-1") -> None:
 
 def train(spec: RunSpec) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    p = subprocess.run([sys.executable, "-m", "model.train", "--config", str(spec.config_path)], check=False,
+    p = subprocess.run([sys.executable, "-m", "model.pretrain.train", "--config", str(spec.config_path)], check=False,
                        capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
 
@@ -218,7 +218,7 @@ def test_two_gloo_processes_continue_as_one(finished, home, tmp_path):
     config.write_text(json.dumps(two))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                        "-m", "model.train", "--config", str(config)], check=False, capture_output=True, text=True,
+                        "-m", "model.pretrain.train", "--config", str(config)], check=False, capture_output=True, text=True,
                        timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     one, both = losses(spec.dir), losses(tmp_path / "two")
@@ -238,7 +238,7 @@ def test_a_shard_that_lands_reaches_the_model_through_the_graph(tmp_path):
     try:
         home = env.use_home(tmp_path / "home")
         write_two_shards(tmp_path / "corpus")
-        from assets.runner import run_graph
+        from assets.instance.runner import run_graph
 
         # continue_steps left at 0: half of the 4 steps
         overrides = json.dumps({"tokenizer.vocab_size": 512, "tokenizer.val_fraction": 0.3, **SMALL_TRAIN})

@@ -1,4 +1,4 @@
-"""The data plan (`stages.data_plan`): which data outputs are up to date, asked before
+"""The data plan (`stages.data.plan`): which data outputs are up to date, asked before
 anything runs, on a real home the graph built. Every output is current after a run; a
 changed shard, a changed setting or a damaged output makes exactly what depends on it
 stale; and `yunque run` of an up-to-date selection starts no run."""
@@ -23,7 +23,7 @@ SHARDS = ("uno", "dos", "tres")
 
 @pytest.fixture()
 def built(tmp_path, monkeypatch):
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
 
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
@@ -39,8 +39,8 @@ def built(tmp_path, monkeypatch):
 def _plan(home: Path, root: Path, overrides: dict | None = None):
     from pipelines.data.corpus import list_shards, open_corpus
     from stages.config import preset
-    from stages.data_plan import plan
-    from stages.store import DataStore
+    from stages.data.plan import plan
+    from stages.store.outputs import DataStore
 
     cfg = preset("tiny", {**json.loads(SMALL_RUN), **(overrides or {})})
     fs, base = open_corpus(str(root))
@@ -48,7 +48,7 @@ def _plan(home: Path, root: Path, overrides: dict | None = None):
 
 
 def _stale(p) -> dict[str, set[str]]:
-    from stages.data_plan import PER_SHARD, WHOLE_CORPUS
+    from stages.data.plan import PER_SHARD, WHOLE_CORPUS
 
     out = {a: set(SHARDS) - p.fresh_shards[a] for a in PER_SHARD}
     out |= {a: {"corpus"} for a in WHOLE_CORPUS if a not in p.fresh_assets}

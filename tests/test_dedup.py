@@ -17,7 +17,7 @@ from pipelines.data.dedup import (
     paragraph_hashes,
 )
 from pipelines.data.minhash import EMPTY, compute_signatures
-from stages.store import DataStore
+from stages.store.outputs import DataStore
 
 CFG = DedupConfig()
 N_RANDOM = 200

@@ -187,10 +187,10 @@ def test_stages_extend_the_index_and_keep_unchanged_shards_cached(tmp_path) -> N
     same decisions as a rebuild, and leaves a shard whose decisions did not change cached."""
     import pyarrow as pa
 
-    from stages import dedup
     from stages.config import preset
-    from stages.ingest import FILTERED_SCHEMA
-    from stages.store import DataStore, StageStats
+    from stages.data import dedup
+    from stages.data.ingest import FILTERED_SCHEMA
+    from stages.store.outputs import DataStore, StageStats
 
     ids, texts = corpus()
     para = "Este párrafo compartido aparece en varias páginas del manual de usuario."

@@ -121,7 +121,7 @@ def test_duplicate_answers_kept_once():
 def _home(tmp_path, docs: dict[str, list[tuple[str, str, str]]]):
     """A home with deduped_documents and token_shards' documents.parquet for each shard:
     {shard: [(doc_id, split, text)]}."""
-    from stages.store import MANIFEST, PART, DataStore
+    from stages.store.outputs import MANIFEST, PART, DataStore
 
     store = DataStore(tmp_path / "home")
     for shard, rows in docs.items():
@@ -143,7 +143,7 @@ def _section_doc(i: int) -> str:
 
 
 def test_no_validation_document_reaches_the_training_pairs(tmp_path):
-    from stages.domain_qa import heldout_pairs, train_pairs, write_jsonl
+    from stages.data.domain_qa import heldout_pairs, train_pairs, write_jsonl
 
     split = {i: "val" if i % 3 == 0 else "train" for i in range(12)}
     shared = _doc("Aviso común", "Licencia del programa", BODY)  # boilerplate in both splits
@@ -180,9 +180,9 @@ def test_conversational_turns():
 
 def test_domain_qa_score_on_a_tiny_model(tmp_path):
     torch = pytest.importorskip("torch")
-    from model.evaluate import domain_qa
-    from model.load import load
-    from model.post_batches import collate, encode_reply
+    from model.checkpoint.load import load
+    from model.core.batches import collate, encode_reply
+    from model.infer.evaluate import domain_qa
     from tests.factory import tiny_checkpoint
 
     loaded = load(tiny_checkpoint(tmp_path))
@@ -205,7 +205,7 @@ def test_domain_qa_score_on_a_tiny_model(tmp_path):
 def test_evaluation_scores_the_heldout_pairs(tmp_path):
     pytest.importorskip("torch")
     from stages.config import preset
-    from stages.evaluation import evaluate_all
+    from stages.evaluation.evaluate import evaluate_all
     from tests.factory import tiny_checkpoint
     from tests.test_lineage import record_base
 
@@ -219,13 +219,13 @@ def test_evaluation_scores_the_heldout_pairs(tmp_path):
 
 
 def test_the_sft_mixture_takes_train_pairs_and_chat_turns_and_the_program_reports_it(tmp_path):
-    """stages.post_train.sft_sources: corpus pairs only from train documents, capped and
+    """stages.training.post_train.sft_sources: corpus pairs only from train documents, capped and
     deterministic, chat turns cycled to their count; the SFT program mixes them with the
     math set and reports conversations and tokens per source."""
-    from model.post_config import SFTConfig
-    from model.post_sft import SFT
-    from stages.domain_qa import write_jsonl
-    from stages.post_train import sft_sources
+    from model.post.config import SFTConfig
+    from model.post.sft import SFT
+    from stages.data.domain_qa import write_jsonl
+    from stages.training.post_train import sft_sources
 
     split = {i: "val" if i % 3 == 0 else "train" for i in range(12)}
     store = _home(tmp_path, {"a": [(f"a{i}", split[i], _section_doc(i)) for i in range(12)]})
@@ -238,8 +238,8 @@ def test_the_sft_mixture_takes_train_pairs_and_chat_turns_and_the_program_report
     assert sft_sources(store, SFTConfig(domain_qa=0, chitchat=0), shards) == {}
     assert "domain_qa" not in sft_sources(store, cfg, ["/elsewhere/other-shard"])  # only the base model's shards
 
-    from model.load import load
-    from model.parallel import Dist
+    from model.checkpoint.load import load
+    from model.core.parallel import Dist
     from tests.factory import tiny_checkpoint
 
     loaded = load(tiny_checkpoint(tmp_path / "ckpt", context=384))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.tasks.textstats import distinct_n, repeated_ngram_rate, repetition
-from stages import eval_report
+from stages.evaluation import report as eval_report
 
 
 def test_repetition_measures():

@@ -8,11 +8,11 @@ import pytest
 import torch
 import transformers
 
-from model.export_check import check_export
-from model.export_gguf import QTYPES
-from model.export_hf import export_hf
-from model.generate import Sampling, generate
-from model.load import load
+from model.checkpoint.load import load
+from model.export.check import check_export
+from model.export.gguf import QTYPES
+from model.export.hf import export_hf
+from model.infer.generate import Sampling, generate
 from tests.factory import tiny_checkpoint
 
 VARIANTS = {"llama-tied": {}, "gqa-untied": {"n_kv_heads": 2, "tie_embeddings": False},

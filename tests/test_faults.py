@@ -53,7 +53,7 @@ def _run_worker(dagster_home: Path) -> list[psutil.Process]:
 
 
 def _daemon(dagster_home: Path) -> list[psutil.Process]:
-    return [p for p in _ours(dagster_home) if "assets.daemon" in " ".join(p.cmdline())]
+    return [p for p in _ours(dagster_home) if "assets.instance.daemon" in " ".join(p.cmdline())]
 
 
 def _rerun(home: Path, corpus: Path) -> subprocess.CompletedProcess:
@@ -170,7 +170,7 @@ def test_two_commands_at_once_on_a_new_home_both_finish(tmp_path):
 
 def _serving_daemon(tmp_path: Path, monkeypatch, backfills_only: bool = True):
     """(instance, its DAGSTER_HOME, the process) of a daemon of ours on a new home, serving."""
-    from assets import daemon
+    from assets.instance import daemon
     from yunque import env
 
     # set first, so that teardown restores what they were before use_home changed them
@@ -191,7 +191,7 @@ def _serving_daemon(tmp_path: Path, monkeypatch, backfills_only: bool = True):
 def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
     """A daemon of ours that died leaves a fresh heartbeat; `serving` sees its process is
     gone, forgets the heartbeat and says no at once, instead of for 90 s."""
-    from assets import daemon
+    from assets.instance import daemon
 
     instance, dagster_home, proc = _serving_daemon(tmp_path, monkeypatch)
     try:
@@ -212,7 +212,7 @@ def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
 def test_a_live_daemon_of_ours_still_counts(tmp_path, monkeypatch):
     """The other side: a daemon of ours that runs is serving, with its record; stopped
     cleanly, it no longer is, and nothing of it is left running."""
-    from assets import daemon
+    from assets.instance import daemon
 
     instance, dagster_home, proc = _serving_daemon(tmp_path, monkeypatch)
     try:
@@ -230,7 +230,7 @@ def test_a_run_that_ended_without_a_step_failure_says_why(tmp_path):
     line in `yunque run`'s summary gives the first line of the run's own end event."""
     import dagster as dg
 
-    from assets import follower
+    from assets.instance import follower
 
     @dg.asset
     def one() -> int:
@@ -269,7 +269,7 @@ def test_runs_in_flight_are_the_ones_another_backfill_started(tmp_path):
     import dagster as dg
     from dagster._core.storage.dagster_run import DagsterRun
 
-    from assets import client
+    from assets.instance import client
 
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         for run_id, status, backfill in (("a" * 36, dg.DagsterRunStatus.STARTED, "mine"),
@@ -287,7 +287,7 @@ def test_a_ui_whose_timing_the_serving_daemon_does_not_have_says_so(tmp_path, mo
     settings; when another daemon of ours already serves the home with other timing (a UI
     opened earlier), this UI says so in one line, with that daemon's pid, instead of
     showing a cadence nobody runs."""
-    from stages import home as home_settings
+    from stages.store import home as home_settings
 
     monkeypatch.delenv("YUNQUE_TRAINING_CRON", raising=False)
     monkeypatch.delenv("YUNQUE_SENSOR_INTERVAL", raising=False)
@@ -301,7 +301,7 @@ def test_a_ui_whose_timing_the_serving_daemon_does_not_have_says_so(tmp_path, mo
     finally:
         os.killpg(ui.pid, signal.SIGINT)
         ui.wait(timeout=60)
-        from assets import daemon
+        from assets.instance import daemon
 
         daemon.stop(proc, instance)
     assert line.startswith(f"yunque ui: the daemon serving this home (pid {proc.pid}) ticks with shard sensor every "
@@ -331,7 +331,7 @@ def test_a_short_database_outage_is_waited_out(tmp_path, monkeypatch):
         monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
         monkeypatch.delenv("YUNQUE_OUTAGE_GRACE_S", raising=False)
         env.use_home(tmp_path / "home")
-        from assets import client
+        from assets.instance import client
 
         instance = client.instance()
         assert list(instance.get_runs()) == []
@@ -628,7 +628,7 @@ def test_a_failure_raised_from_a_raw_error_is_what_the_line_says(tmp_path):
     import dagster as dg
     from dagster._core.events import DagsterEventType
 
-    from assets import follower
+    from assets.instance import follower
 
     calls = {"n": 0}
 

@@ -14,10 +14,10 @@ import pytest
 from pipelines.data.corpus import list_shards, open_corpus
 from pipelines.data.filters.rules import RuleSpec
 from pipelines.data.filters.rules import fails as rule_fails
-from stages import filter_report as fr
 from stages.config import preset
-from stages.ingest import clean_stage, filter_stage, read_stage
-from stages.store import DataStore
+from stages.data.ingest import clean_stage, filter_stage, read_stage
+from stages.reports.filters import report as fr
+from stages.store.outputs import DataStore
 from tests.factory import spanish_text, write_two_shards
 
 
@@ -136,7 +136,7 @@ def test_histograms_mark_each_threshold(home):
 
 
 def test_text_histograms_put_each_value_and_threshold_in_its_bin():
-    from stages.filter_histograms import BLOCKS, MARK, sparkline
+    from stages.reports.filters.histograms import BLOCKS, MARK, sparkline
 
     values = np.array([0.0] * 10 + [0.5] * 5 + [1.0])
     line = sparkline(values, 0.25, "below")
@@ -169,7 +169,7 @@ def test_dagster_metadata_is_small_enough_for_the_ui(home):
 
 
 def test_inspect_filters_prints_and_plots_the_histograms(home, tmp_path, capsys):
-    from yunque.cli import main
+    from yunque.cli.main import main
 
     store, _ = home
     assert main(["--home", str(store.home), "inspect", "filters", "--shard", "basura", "--plot",

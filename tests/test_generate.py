@@ -8,9 +8,9 @@ import itertools
 import pytest
 import torch
 
-from model.generate import Sampling, generate, sample_next
-from model.load import LoadError, load
-from model.quantize import quantize_int8, weight_bytes
+from model.checkpoint.load import LoadError, load
+from model.export.quantize import quantize_int8, weight_bytes
+from model.infer.generate import Sampling, generate, sample_next
 from tests.factory import tiny_checkpoint
 
 
@@ -46,7 +46,7 @@ def test_cached_logits_match_full_forward(loaded):
     """Through the cache, in chunks of 3, 2, then single tokens (a multi-token chunk after
     the first sees the cache through a bottom-right causal mask), each position's logits
     equal the full forward's."""
-    from model.gpt import KVCache
+    from model.core.gpt import KVCache
 
     ids = torch.tensor([_ids(loaded)[1]])
     assert ids.shape[1] >= 7
@@ -131,7 +131,7 @@ def test_checkpoints_without_their_own_tokenizer_use_the_one_beside_them(tmp_pat
     import dataclasses
     import shutil
 
-    from model import checkpoint as ckpt
+    from model.checkpoint import state as ckpt
 
     cfg = loaded.config
     old = ckpt.save(tmp_path / "data" / "base_model", 3, loaded.model.state_dict(), {},
@@ -144,7 +144,7 @@ def test_checkpoints_without_their_own_tokenizer_use_the_one_beside_them(tmp_pat
 
 
 def test_chat_history_drops_whole_old_turns(loaded):
-    from model.chat import fit_history
+    from model.core.chat import fit_history
 
     tok = loaded.tokenizer
     system = {"role": "system", "content": "Responde en español."}

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from model.config import ModelConfig, tiny
-from model.gpt import GPT
+from model.core.config import ModelConfig, tiny
+from model.core.gpt import GPT
 
 
 def _cfg(**kw) -> ModelConfig:

@@ -34,7 +34,7 @@ def corpus(tmp_path):
 
 
 def test_whole_data_graph(home, corpus):
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
 
     root, expected = corpus
     summary = run_graph(str(root), overrides=SMALL_RUN)
@@ -100,7 +100,7 @@ def test_whole_data_graph(home, corpus):
     # The tokenizer and token arrays: loadable by transformers and by the training loader.
     from transformers import AutoTokenizer
 
-    from model.data import TokenWindows
+    from model.pretrain.data import TokenWindows
     from pipelines.tokens.token_format import TokenShard
 
     tok = AutoTokenizer.from_pretrained(home / "data" / "tokenizer")
@@ -169,7 +169,7 @@ def test_whole_data_graph(home, corpus):
 
 
 def test_select_runs_only_the_selection(home, corpus):
-    from assets.runner import plan, run_graph
+    from assets.instance.runner import plan, run_graph
 
     root, _ = corpus
     phases = plan("key:raw_documents")
@@ -253,7 +253,7 @@ def test_graph_on_s3_corpus(home, tmp_path, s3_server, monkeypatch):
     """The same graph with the corpus under an s3:// prefix on a real S3-protocol server."""
     import boto3
 
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
 
     local = tmp_path / "corpus"
     write_two_shards(local)

@@ -39,7 +39,7 @@ def manifests(launcher: KubernetesTrainingLauncher, env: dict[str, str] | None =
     names = m.training_names(RUN_ID, "base_model", "abcde", "ml")
     labels = m.run_labels(RUN_ID, "base_model", names)
     pod_env, _ = m.literal_env(env or {"MLFLOW_RUN_ID": "r1"})
-    prog = launcher.command("model.train", "--config", CONFIG)
+    prog = launcher.command("model.pretrain.train", "--config", CONFIG)
     jobs = [m.worker_job(launcher, names, prog, pod_env, labels, k) for k in range(1, launcher.nnodes)]
     return {"names": names, "labels": labels, "program": prog,
             "node0": m.training_pod_spec(launcher, names, prog, pod_env, node_rank=0),
@@ -55,12 +55,12 @@ def pods(spec: dict) -> list[dict]:
 def torchrun_line(node_rank: int, rdzv_endpoint: str = "", **kw) -> list[str]:
     fields = {"nproc_per_node": 8, "nnodes": 3, "timeout_s": 3600} | kw
     local = TorchrunLauncher(node_rank=node_rank, rdzv_endpoint=rdzv_endpoint, **fields)
-    return ["python" if a == sys.executable else a for a in local.command("model.train", "--config", CONFIG)]
+    return ["python" if a == sys.executable else a for a in local.command("model.pretrain.train", "--config", CONFIG)]
 
 
 def test_single_node_runs_torchruns_command_with_the_images_python() -> None:
     spec = manifests(KubernetesTrainingLauncher(image="x", nproc_per_node=4, timeout_s=60))
-    assert spec["program"] == ["python", "-m", "model.train", "--config", CONFIG]
+    assert spec["program"] == ["python", "-m", "model.pretrain.train", "--config", CONFIG]
     assert spec["jobs"] == [] and "hostname" not in spec["node0"]
     assert spec["node0"]["containers"][0]["command"] == torchrun_line(0, nproc_per_node=4, nnodes=1, timeout_s=60)
 

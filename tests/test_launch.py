@@ -1,4 +1,4 @@
-"""model.launch: stopping the supervisor stops every process under it (real processes)."""
+"""model.launch.supervise: stopping the supervisor stops every process under it (real processes)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _wait_for(path: Path, seconds: float = 20) -> int:
 def _start(tmp_path: Path, *flags: str) -> subprocess.Popen:
     script = tmp_path / "tree.py"
     script.write_text(TREE)
-    return subprocess.Popen([sys.executable, "-m", "model.launch", *flags, "--grace", "1", "--",
+    return subprocess.Popen([sys.executable, "-m", "model.launch.supervise", *flags, "--grace", "1", "--",
                              sys.executable, str(script), str(tmp_path)], cwd=Path(__file__).parents[1])
 
 
@@ -65,7 +65,7 @@ def test_timeout_stops_the_run(tmp_path):
 
 
 def test_exit_code_passes_through(tmp_path):
-    rc = subprocess.run([sys.executable, "-m", "model.launch", "--", sys.executable, "-c", "raise SystemExit(7)"],
+    rc = subprocess.run([sys.executable, "-m", "model.launch.supervise", "--", sys.executable, "-c", "raise SystemExit(7)"],
                         check=False, cwd=Path(__file__).parents[1], env={**os.environ}).returncode
     assert rc == 7
 
@@ -86,7 +86,7 @@ def test_one_node_torchrun_listens_on_loopback_only(tmp_path):
     workers still meet through them."""
     import psutil
 
-    from model.launch import Launch
+    from model.launch.supervise import Launch
 
     (tmp_path / "meet.py").write_text(MEET)
     repo = Path(__file__).parents[1]

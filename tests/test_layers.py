@@ -2,8 +2,11 @@
 
     yunque (CLI) -> assets -> resources -> stages -> model -> pipelines
 
-Every import statement counts, including those inside functions: a lazy import that
-points up is still a dependency that points up."""
+Inside a package its subpackages are floors too (`FLOORS`), and no two modules import
+each other, directly or round a circle. Every import statement counts, including those
+inside functions and those made for type annotations only: a lazy import that points up
+is still a dependency that points up, and a type-only import that closes a circle still
+ties two modules into one."""
 
 from __future__ import annotations
 
@@ -25,7 +28,98 @@ FORBIDDEN_THIRD_PARTY = {
     "bench": {"tests"},
 }
 # The training programs report back through the small dagster_pipes package only.
-PIPES_ALLOWED = {"model/sinks.py"}
+PIPES_ALLOWED = {"model/launch/sinks.py"}
+# The floors inside a package, bottom to top: a module may import its own floor and those
+# below. A package's top-level modules (stages/config.py, assets/definitions.py, ...) are
+# its ground floor, below every subpackage.
+FLOORS = {
+    "model": ["launch", "core", "checkpoint", "pretrain", "infer", "export", "post"],
+    "stages": ["store", "reports", "data", "training", "evaluation"],
+    "assets": ["instance"],
+    "yunque": ["cli"],
+    "pipelines": ["tokens", "data", "tasks"],
+}
+
+
+def module_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted first-party module) for every import: `from a.b import c` names a.b.c
+    when c is a module, else a.b."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                out.append((node.lineno, sub if _path(sub) else node.module))
+    return [(line, m) for line, m in out if m.split(".")[0] in LAYERS]
+
+
+def _path(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for p in (base.with_suffix(".py"), base / "__init__.py"):
+        if p.is_file():
+            return p
+    return None
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def floor(module: str) -> int:
+    """The floor of a module inside its package: 0 for the package's top-level modules."""
+    parts = module.split(".")
+    floors = FLOORS.get(parts[0], [])
+    return floors.index(parts[1]) + 1 if len(parts) > 2 and parts[1] in floors else 0
+
+
+def floor_violations(package: str) -> list[str]:
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        me = _module(path)
+        for line, other in module_imports(path):
+            if other.split(".")[0] == package and floor(other) > floor(me):
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {other}, a floor above")
+    return found
+
+
+def circles() -> list[list[str]]:
+    """Every set of modules that import each other round a circle (Tarjan's strongly
+    connected components of the import graph), type-only imports included."""
+    graph = {}
+    for package in LAYERS:
+        for path in (ROOT / package).rglob("*.py"):
+            me = _module(path)
+            graph[me] = {m for _, m in module_imports(path) if m != me and _path(m)}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -57,6 +151,43 @@ def test_imports_point_down(package):
     assert violations(package) == []
 
 
+@pytest.mark.parametrize("package", sorted(FLOORS))
+def test_floors_inside_a_package_point_down(package):
+    assert floor_violations(package) == []
+
+
+def test_no_import_circles():
+    assert circles() == []
+
+
+def test_every_subpackage_has_a_floor():
+    """A new subpackage gets its place in FLOORS, so the floors keep covering every one."""
+    for package in LAYERS:
+        for sub in sorted(p.parent for p in (ROOT / package).glob("*/__init__.py")):
+            assert sub.name in FLOORS.get(package, []), f"{sub.relative_to(ROOT)} has no floor in FLOORS"
+
+
+def test_every_package_says_what_it_is_for():
+    for package in LAYERS:
+        for init in (ROOT / package).rglob("__init__.py"):
+            doc = ast.get_docstring(ast.parse(init.read_text()))
+            assert doc and len(doc) > 20, f"{init.relative_to(ROOT)} has no docstring"
+
+
+def test_the_checkers_find_a_circle_and_a_floor_above(tmp_path, monkeypatch):
+    """The checkers themselves: a circle closed by a type-only import, and a core module
+    that imports a post-training one."""
+    for d in ("model", "model/core", "model/post"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "__init__.py").write_text("")
+    (tmp_path / "model/core/a.py").write_text("from model.post import b\n")
+    (tmp_path / "model/post/b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from model.core.a import X\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert circles() == [["model.core.a", "model.post.b"]]
+    assert floor_violations("model") == ["model/core/a.py:1 imports model.post.b, a floor above"]
+
+
 def test_only_assets_and_resources_import_dagster():
     for package in ("pipelines", "model", "stages", "bench", "yunque"):
         for path in (ROOT / package).rglob("*.py"):
@@ -67,7 +198,7 @@ def test_the_contract_catches_an_upward_import(tmp_path, monkeypatch):
     """The checker itself: a lazy upward import inside a function is found."""
     pkg = tmp_path / "pipelines"
     pkg.mkdir()
-    (pkg / "bad.py").write_text("def f():\n    from stages.store import DataStore\n    import torch\n")
+    (pkg / "bad.py").write_text("def f():\n    from stages.store.outputs import DataStore\n    import torch\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert violations("pipelines") == ["pipelines/bad.py:2 imports stages", "pipelines/bad.py:3 imports torch"]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from model.checkpoint_files import Checkpoint
+from model.checkpoint.files import Checkpoint
 from pipelines.tokens.tokenizer import file_hash
-from stages.lineage import LineageError, read_record, record_materialized
-from stages.pretrain import RunSpec
-from stages.selection import consumed_checkpoint
-from stages.store import DataStore
+from stages.store.outputs import DataStore
+from stages.training.lineage import LineageError, read_record, record_materialized
+from stages.training.pretrain import RunSpec
+from stages.training.selection import consumed_checkpoint
 from tests.factory import SMALL_POST, SMALL_TRAIN, write_two_shards
 from tests.test_cli import yunque
 from yunque import env
@@ -65,7 +65,7 @@ def chain(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("YUNQUE_HOME", "DAGSTER_HOME")}
     home, corpus = env.use_home(root / "home"), root / "corpus"
     write_two_shards(corpus)
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
 
     summary = run_graph(str(corpus), select="+key:token_shards", overrides=json.dumps(OVERRIDES))
     assert summary.ok, [r["error"] for r in summary.runs if not r["ok"]]
@@ -119,7 +119,7 @@ def test_lineage_of_a_post_training_checkpoint_and_of_a_copied_export(chain, tmp
     assert view["data"]["shard_fingerprints"] == fingerprints and view["outdated"] is None  # no home to compare
 
     # an earlier step of the same run is not what later stages consumed, and says so
-    from yunque.cli_lineage import describe
+    from yunque.cli.lineage import describe
 
     older = describe(home / "data" / "base_model" / "step-00000002")
     assert not older["recorded"] and "NOT the recorded checkpoint" in older["note"] and "step 4" in older["note"]
@@ -207,7 +207,7 @@ def test_a_retrained_base_outdates_the_chain(chain):
     assert tags["yunque.outdated"] == "sft_model" and tags["yunque.base.weights"] == new_base["weights_sha256"]
     assert tags["yunque.sft.weights"] == read_record(store, "sft_model")["weights_sha256"]
 
-    from yunque.cli_lineage import describe
+    from yunque.cli.lineage import describe
 
     assert list(describe(home / "data" / "sft_model")["outdated"]) == ["sft_model"]
 
@@ -216,8 +216,8 @@ def test_outdated_follows_every_parent_and_the_reward_model(tmp_path):
     """The staleness rule on records alone: a stage is outdated when a parent it consumed
     (the reward model included) is no longer that parent's record, or is outdated itself;
     what to re-materialize comes parents first."""
-    from stages.lineage import outdated
-    from stages.store import write_json
+    from stages.store.outputs import write_json
+    from stages.training.lineage import outdated
 
     store = DataStore(tmp_path)
     parents = {"sft_model": "base_model", "reward_model": "sft_model", "dpo_model": "sft_model",

@@ -3,7 +3,7 @@ reads the chat template and the stop tokens, and computes our logits.
 
 llama.cpp also rounds activations (to f16 or 8 bits) inside its matmuls, so its logits
 are compared with our full-precision model at the quantization tolerances of
-model/export_check.py, not at fp32's 1e-4."""
+model/export/check.py, not at fp32's 1e-4."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.export_check import QUANT_TOLERANCE
-from model.export_hf import export_hf
-from model.load import load
+from model.checkpoint.load import load
+from model.export.check import QUANT_TOLERANCE
+from model.export.hf import export_hf
 from tests.factory import tiny_checkpoint
 
 llama_cpp = pytest.importorskip("llama_cpp")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.data import (
+from model.pretrain.data import (
     LoaderStateError,
     MixtureWindows,
     Source,

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from model.config import MixtureSource, TrainConfig
-from model.mixture import MixtureError, assign, sources
-from model.preflight import plan
+from model.core.config import MixtureSource, TrainConfig
+from model.pretrain.mixture import MixtureError, assign, sources
+from model.pretrain.preflight import plan
 from stages.config import ConfigError, preset
-from stages.pretrain import PretrainError, prepare
-from stages.store import DataStore
+from stages.store.outputs import DataStore
+from stages.training.pretrain import PretrainError, prepare
 from tests.test_continue import SMALL, add_token_shard, set_tokenizer
 
 MIX = [{"name": "web", "shards": ["web-*"], "weight": 3}, {"name": "docs", "shards": ["docs"], "weight": 1}]
@@ -67,7 +67,7 @@ def test_sources_weights_and_the_continuation_split():
 
 
 def test_the_plan_lists_tokens_and_epochs_per_source():
-    from model.config import tiny
+    from model.core.config import tiny
 
     p = plan(tiny(), batch_size=4, seq_len=32, memory=2**34, train_tokens=5000, steps=10,
              sources=[{"name": "web", "weight": 0.75, "train_tokens": 1000}, {"name": "docs", "weight": 0.25,
@@ -109,9 +109,9 @@ def test_the_mixture_is_part_of_the_run_key(store):
 
 def test_a_3_to_1_mixture_trains_in_those_proportions(store, monkeypatch):
     from assets.training import _continuation
-    from model.checkpoint_files import latest
-    from model.config import ModelConfig
-    from model.train import train
+    from model.checkpoint.files import latest
+    from model.core.config import ModelConfig
+    from model.pretrain.train import train
 
     spec = prepare(store, SHARDS, preset("tiny", {**SMALL, "train.mixture": MIX, "train.steps": 4,
                                                    "train.eval_every": 4}))

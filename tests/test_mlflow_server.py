@@ -18,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from resources.tracking import REDACTED, ExperimentLocationError, MlflowTracking, is_server, redact
-from stages.env import TELEMETRY_OFF
+from stages.store.env import TELEMETRY_OFF
 from tests.mlflow_server import (
     BUCKET,
     PREFIX,
@@ -90,7 +90,7 @@ def test_a_training_process_logs_into_the_run_with_the_env_it_is_given(mlflow_se
     run_id = tracking.start_run("base_model-def", {"train": {"steps": 2}}, {})
     env = tracking.env(run_id)
     assert env == {"MLFLOW_TRACKING_URI": mlflow_server_url, "MLFLOW_RUN_ID": run_id}
-    program = ("from model.sinks import MlflowSink\n"
+    program = ("from model.launch.sinks import MlflowSink\n"
                "sink = MlflowSink(every=1)\n"
                "for step in (1, 2):\n"
                "    sink.step({'step': step, 'time': 1.0 * step, 'loss': 3.0 - step, 'lr': 0.1})\n"

@@ -2,7 +2,7 @@
 each, gloo) meeting in a c10d rendezvous on 127.0.0.1, node 0 started by the launcher as
 the base_model asset starts it, node 1 by `yunque node` from its own copy of the home.
 Each node keeps its own local run directory; checkpoints are shared through a file://
-mirror (model.checkpoint_mirror). Plus the launcher's command, the launch spec and the
+mirror (model.checkpoint.mirror). Plus the launcher's command, the launch spec and the
 waiting of `yunque node`, without processes."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from model import checkpoint as ckpt
-from model import checkpoint_mirror as mirror
-from model.launch import Launch
-from stages.launch_spec import LaunchSpec, read_spec, rewrite_paths, write_spec
-from stages.pretrain import RunSpec
+from model.checkpoint import mirror
+from model.checkpoint import state as ckpt
+from model.launch.spec import LaunchSpec, read_spec, rewrite_paths, write_spec
+from model.launch.supervise import Launch
+from stages.training.pretrain import RunSpec
 from tests.test_train import _env, _losses, _shards
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,19 +115,19 @@ def _launcher(port: int, max_restarts: int = 2):
 
 
 def _start_node0(home: Path, config: Path, port: int, log: Path, other: Path, max_restarts: int = 2) -> Node:
-    """As run_program does: the launch spec first (stages.launch_spec), then torchrun.
+    """As run_program does: the launch spec first (model.launch.spec), then torchrun.
     The spec reaches the `other` home as a shared or synced home would carry it."""
     launcher = _launcher(port, max_restarts)
     run = RunSpec("base_model", config.parent, "k" * 16, json.loads(config.read_text()), {})
-    lines = launcher.prepare_nodes(run, "model.train", home)
+    lines = launcher.prepare_nodes(run, "model.pretrain.train", home)
     assert any("yunque node --home" in line for line in lines), lines
     (other / "data" / "base_model").mkdir(parents=True, exist_ok=True)
     shutil.copy(config.parent / "launch.json", other / "data" / "base_model" / "launch.json")
-    return Node(launcher.command("model.train", "--config", str(config)), log)
+    return Node(launcher.command("model.pretrain.train", "--config", str(config)), log)
 
 
 def _node1(home: Path, log: Path, *flags: str) -> Node:
-    return Node([sys.executable, "-m", "yunque.cli_node", "--home", str(home), "--node-rank", "1", *flags], log)
+    return Node([sys.executable, "-m", "yunque.cli.node", "--home", str(home), "--node-rank", "1", *flags], log)
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -142,7 +142,7 @@ def world(tmp_path_factory):
     _shards(shards)
     ref = _home(tmp / "ref", shards)
     t0 = time.monotonic()
-    node = Node(Launch(nproc_per_node=2, grace_s=3).command("model.train", "--config", str(_config(ref))),
+    node = Node(Launch(nproc_per_node=2, grace_s=3).command("model.pretrain.train", "--config", str(_config(ref))),
                 tmp / "ref.log")
     assert node.wait(150) == 0, node.text()[-4000:]
     print(f"one node x 2 processes: {time.monotonic() - t0:.1f} s")
@@ -278,7 +278,7 @@ def test_base_model_on_two_nodes_through_dagster(tmp_path_factory, monkeypatch):
     import dagster as dg
 
     from assets.definitions import ASSETS, CHECKS, build_resources
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
     from tests.factory import SMALL_TRAIN, write_two_shards
     from yunque import env
 
@@ -334,14 +334,14 @@ def test_launcher_command_on_several_nodes():
 
     from resources.launcher import TorchrunLauncher
 
-    one = TorchrunLauncher().command("model.train", "--config", "c.json")
+    one = TorchrunLauncher().command("model.pretrain.train", "--config", "c.json")
     assert "--standalone" in one and not any(a.startswith(("--max-restarts", "--env")) for a in one)
-    assert one[one.index("--") + 1:][1:3] == ["-m", "model.torchrun_local"]  # its stores on loopback
+    assert one[one.index("--") + 1:][1:3] == ["-m", "model.launch.torchrun_local"]  # its stores on loopback
     for rank in (0, 1):
         cmd = TorchrunLauncher(nproc_per_node=4, nnodes=3, node_rank=rank, rdzv_endpoint="n0:29400",
-                               rdzv_conf="keep_alive_interval=2").command("model.train", "--config", "c.json")
+                               rdzv_conf="keep_alive_interval=2").command("model.pretrain.train", "--config", "c.json")
         sup, torchrun = cmd[:cmd.index("--")], cmd[cmd.index("--") + 1:]
-        assert sup[1:3] == ["-m", "model.launch"]
+        assert sup[1:3] == ["-m", "model.launch.supervise"]
         assert f"--env=YUNQUE_NODE_RANK={rank}" in sup and "--env=TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in sup
         assert torchrun[1:3] == ["-m", "torch.distributed.run"] and "--standalone" not in torchrun
         for flag in ("--nproc-per-node=4", "--nnodes=3", f"--node-rank={rank}", "--rdzv-backend=c10d",
@@ -349,11 +349,11 @@ def test_launcher_command_on_several_nodes():
             assert flag in torchrun, (flag, torchrun)
         conf = next(a for a in torchrun if a.startswith("--rdzv-conf="))
         assert conf == f"--rdzv-conf=join_timeout=900,is_host={int(rank == 0)},keep_alive_interval=2"
-        assert torchrun[-4:] == ["-m", "model.train", "--config", "c.json"]
+        assert torchrun[-4:] == ["-m", "model.pretrain.train", "--config", "c.json"]
     with pytest.raises(dg.Failure, match="rdzv_endpoint"):
-        TorchrunLauncher(nnodes=2).command("model.train")
+        TorchrunLauncher(nnodes=2).command("model.pretrain.train")
     with pytest.raises(dg.Failure, match="node_rank 2"):
-        TorchrunLauncher(nnodes=2, node_rank=2, rdzv_endpoint="h:1").command("model.train")
+        TorchrunLauncher(nnodes=2, node_rank=2, rdzv_endpoint="h:1").command("model.pretrain.train")
 
 
 def test_prepare_nodes_writes_the_spec_and_names_the_join_commands(tmp_path):
@@ -366,23 +366,23 @@ def test_prepare_nodes_writes_the_spec_and_names_the_join_commands(tmp_path):
     config = {"train": {"out": str(run_dir), "shards": [str(tmp_path / "data" / "token_shards" / "a")]}, "model": {}}
     (run_dir / "train_config.json").write_text(json.dumps(config))
     run = RunSpec("base_model", run_dir, "key", config, {})
-    assert TorchrunLauncher().prepare_nodes(run, "model.train", tmp_path) == []
+    assert TorchrunLauncher().prepare_nodes(run, "model.pretrain.train", tmp_path) == []
     assert read_spec(run_dir) is None
     lines = TorchrunLauncher(nnodes=3, rdzv_endpoint="n0:1", env={"NCCL_DEBUG": "INFO"}).prepare_nodes(
-        run, "model.train", tmp_path)
+        run, "model.pretrain.train", tmp_path)
     assert f"yunque node --home {tmp_path} --node-rank 1 --now" in lines[1]
     assert f"yunque node --home {tmp_path} --node-rank 2 --now" in lines[2]
     assert "no train.checkpoint_mirror" in lines[-1]
     spec = read_spec(run_dir)
     assert (spec.module, spec.config, spec.root, spec.nnodes, spec.env) == (
-        "model.train", config, str(tmp_path), 3, {"NCCL_DEBUG": "INFO"})
+        "model.pretrain.train", config, str(tmp_path), 3, {"NCCL_DEBUG": "INFO"})
     assert spec.launch["rdzv_endpoint"] == "n0:1" and "node_rank" not in spec.launch
     with pytest.raises(dg.Failure, match="must be node 0"):
-        TorchrunLauncher(nnodes=2, node_rank=1, rdzv_endpoint="n0:1").prepare_nodes(run, "model.train", tmp_path)
+        TorchrunLauncher(nnodes=2, node_rank=1, rdzv_endpoint="n0:1").prepare_nodes(run, "model.pretrain.train", tmp_path)
 
 
 def test_launch_spec_round_trip_and_path_rewrite(tmp_path):
-    spec = LaunchSpec(asset="base_model", module="model.train", config={"train": {"out": "/h0/data/base_model"}},
+    spec = LaunchSpec(asset="base_model", module="model.pretrain.train", config={"train": {"out": "/h0/data/base_model"}},
                       config_name="train_config.json", root="/h0", launch={"nnodes": 2, "rdzv_endpoint": "h:1"})
     write_spec(tmp_path, spec)
     assert read_spec(tmp_path) == spec
@@ -399,7 +399,7 @@ def test_launch_spec_round_trip_and_path_rewrite(tmp_path):
 
 
 def test_yunque_node_waits_for_a_new_launch_and_says_why_it_gave_up(tmp_path, capsys):
-    from yunque.cli_node import main, wait_for_spec
+    from yunque.cli.node import main, wait_for_spec
 
     run_dir = tmp_path / "data" / "base_model"
     assert main(["--home", str(tmp_path), "--node-rank", "1", "--wait", "0.3"]) == 2
@@ -407,7 +407,7 @@ def test_yunque_node_waits_for_a_new_launch_and_says_why_it_gave_up(tmp_path, ca
     assert "started no new launch of base_model within 0 s" in err and "--now" in err
     assert main(["--home", str(tmp_path), "--node-rank", "1", "--now"]) == 2
     assert "no launch spec in" in capsys.readouterr().err
-    old = LaunchSpec(asset="base_model", module="model.train", config={"train": {"shards": ["/h0/data/token_shards/a"]}},
+    old = LaunchSpec(asset="base_model", module="model.pretrain.train", config={"train": {"shards": ["/h0/data/token_shards/a"]}},
                      config_name="c.json", root="/h0", launch={"nnodes": 2, "rdzv_endpoint": "h:1"})
     write_spec(run_dir, old)
     assert wait_for_spec(run_dir, now=True, timeout_s=0) == old
@@ -462,7 +462,7 @@ def test_mirror_on_an_s3_store(s3_server, s3_storage_options, monkeypatch, tmp_p
     import s3fs
 
     s3fs.S3FileSystem(**s3_storage_options).mkdir("mirror")
-    monkeypatch.setenv("YUNQUE_S3_ENDPOINT", s3_server)  # as for a remote home (stages.remote)
+    monkeypatch.setenv("YUNQUE_S3_ENDPOINT", s3_server)  # as for a remote home (stages.store.remote)
     url = "s3://mirror/runs/base_model"
     saved = _checkpoint(tmp_path / "node0", 10)
     mirror.upload(url, saved, keep=3)

@@ -113,7 +113,7 @@ def test_opening_the_ui_on_a_cli_home_starts_nothing(cli_home):
 
 def test_graphql_backfill_matches_the_cli(cli_home, corpus, tmp_path):
     home = tmp_path / "home"
-    from stages import home as home_settings
+    from stages.store import home as home_settings
 
     home_settings.write(home, home_settings.HomeSettings(corpus=str(corpus), overrides=json.loads(SMALL_RUN)))
     keys = ["raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "dedup_index",
@@ -255,7 +255,7 @@ def test_a_training_retry_says_why_and_where_it_resumed(cli_home, corpus, tmp_pa
 
 def _workers(marker: str) -> list[int]:
     """The training worker processes (not the supervisor, nor torchrun's agent)."""
-    agents = ("model.launch", "torch.distributed.run", "model.torchrun_local")
+    agents = ("model.launch.supervise", "torch.distributed.run", "model.launch.torchrun_local")
     found = []
     for pid in _tree(marker):
         try:

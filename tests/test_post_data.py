@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from model.chat import ChatTokenizer
-from model.post_batches import IGNORE, Epochs, collate, encode_conversation, encode_reply, fit
-from model.post_sft import mask_check
+from model.core.batches import IGNORE, Epochs, collate, encode_conversation, encode_reply, fit
+from model.core.chat import ChatTokenizer
+from model.post.sft import mask_check
 from pipelines.tasks import math_tasks
 from pipelines.tasks.math_answers import extract_answer, has_reasoning_format, is_correct
 from pipelines.tasks.post_data import (

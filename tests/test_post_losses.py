@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from model.post_losses import (
+from model.post.losses import (
     bradley_terry_loss,
     clipped_policy_loss,
     clipped_value_loss,

@@ -2,10 +2,10 @@
 
 import pytest
 
-from model.post_config import GRPOConfig, PPOConfig, check
+from model.post.config import GRPOConfig, PPOConfig, check
 from pipelines.tasks.math_answers import has_reasoning_format
 from stages.config import preset
-from stages.post_report import curve, hacking
+from stages.reports.post_training import curve, hacking
 
 
 def _steps(proxy: list[float], acc: list[float], key: str = "reward_model_score", stopped: float = 1.0):

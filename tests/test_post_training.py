@@ -87,7 +87,7 @@ def test_whole_chain_materializes_with_a_report_row_per_stage(home):
 
     # lineage: GRPO's record leads back through PPO, DPO and SFT to the base checkpoint, each
     # parent as it was when consumed, which is its current record; PPO's names its reward model
-    from stages.lineage import chain
+    from stages.training.lineage import chain
 
     records = {a: json.loads((data / a / "materialized.json").read_text()) for a in keys[:-1] + ("base_model",)}
     grpo = records["grpo_model"]
@@ -131,7 +131,7 @@ def test_missing_parent_is_a_clear_failure(tmp_path, monkeypatch):
 
 
 def _run(tmp_path, stage: str, init, **train) -> dict:
-    from model.post_config import STAGE_TYPES
+    from model.post.config import STAGE_TYPES
 
     cfg = STAGE_TYPES[stage](**{"steps": 4, "batch_size": 2, "examples": 12, "checkpoint_every": 2,
                                 "keep_checkpoints": 5, "eval_every": 100, "replay": 0.0, **train})
@@ -146,7 +146,7 @@ def _run(tmp_path, stage: str, init, **train) -> dict:
 def test_resume_reproduces_the_uninterrupted_run(tmp_path, stage):
     """Delete the last checkpoint and run again: the run resumes at step 2 and ends on
     exactly the weights (and heads) of the run that was never interrupted."""
-    from model.post_train import train
+    from model.post.train import train
 
     base = tiny_checkpoint(tmp_path / "data", context=384)
     extra = {"dev_problems": 0, "max_new_tokens": 10} if stage != "sft" else {}
@@ -190,7 +190,7 @@ def test_stage_runs_under_two_gloo_processes(tmp_path, stage, replay):
     config = tmp_path / "run.json"
     config.write_text(json.dumps(run))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
-           "model.post_train", "--config", str(config)]
+           "model.post.train", "--config", str(config)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False,
                        env={**__import__("os").environ, **env.TELEMETRY_OFF, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
@@ -204,7 +204,7 @@ def test_stage_runs_under_two_gloo_processes(tmp_path, stage, replay):
 
 def test_zero_steps_copies_the_starting_model(tmp_path):
     """post.<stage>.steps = 0 skips a stage in effect: its checkpoint is its starting model."""
-    from model.post_train import train
+    from model.post.train import train
 
     base = tiny_checkpoint(tmp_path / "data", context=384)
     train(_run(tmp_path, "dpo", base, steps=0))
@@ -214,7 +214,7 @@ def test_zero_steps_copies_the_starting_model(tmp_path):
     assert all(torch.equal(copied[k], original[k]) for k in original)
 
 
-# --- replay of pretraining text (model/post_replay.py) ---
+# --- replay of pretraining text (model/post/replay.py) ---
 
 TRAIN_IDS, VAL_IDS = range(5, 150), range(150, 300)  # disjoint: a window shows which split it came from
 
@@ -241,8 +241,8 @@ def _replay_shard(root, name: str = "corpus") -> str:
 def _base_with_shards(root, scratch=None):
     """<root>/data/base_model/step-00000010: the factory's base checkpoint, saved again as
     pretraining saves it, naming the token shards (and window length) it trained on."""
-    from model import checkpoint as ckpt
-    from model.load import load
+    from model.checkpoint import state as ckpt
+    from model.checkpoint.load import load
 
     loaded = load(tiny_checkpoint((scratch or root) / "factory", context=384))
     shard = _replay_shard(root)
@@ -255,10 +255,10 @@ def _base_with_shards(root, scratch=None):
 def test_replay_reads_only_the_train_split_of_the_base_models_shards(tmp_path):
     from types import SimpleNamespace
 
-    from model.gpt import GPT
-    from model.load import load
-    from model.post_config import SFTConfig
-    from model.post_replay import Replay, ReplayError
+    from model.checkpoint.load import load
+    from model.core.gpt import GPT
+    from model.post.config import SFTConfig
+    from model.post.replay import Replay, ReplayError
 
     base, _ = _base_with_shards(tmp_path)
     loaded = load(base)
@@ -287,7 +287,7 @@ def test_replay_is_added_and_resumes_exactly(tmp_path, stage):
     weights of the uninterrupted one."""
     import shutil
 
-    from model.post_train import train
+    from model.post.train import train
 
     base, _ = _base_with_shards(tmp_path)
     extra = {"dev_problems": 0, "max_new_tokens": 10, "group": 2, "iterations": 2} if stage == "grpo" else {}

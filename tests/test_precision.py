@@ -1,4 +1,4 @@
-"""model.precision: `auto` is bf16 only where the device multiplies bf16 in hardware, and
+"""model.core.precision: `auto` is bf16 only where the device multiplies bf16 in hardware, and
 the training and post-training autocasts follow what it resolves to."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model import precision
-from model.config import train_tiny
-from model.post_config import tiny as post_tiny
+from model.core import precision
+from model.core.config import train_tiny
+from model.post.config import tiny as post_tiny
 
 CPU = torch.device("cpu")
 

@@ -14,9 +14,9 @@ import dagster as dg
 import pytest
 from mlflow.tracking import MlflowClient
 
-from stages import eval_report
 from stages.config import PromotionConfig
-from stages.promotion import (
+from stages.evaluation import report as eval_report
+from stages.evaluation.promotion import (
     EXPORT_RECORD,
     PromotionError,
     candidate,
@@ -26,7 +26,7 @@ from stages.promotion import (
     read_champion,
     write_champion,
 )
-from stages.store import DataStore
+from stages.store.outputs import DataStore
 
 TOLERANCE = PromotionConfig(max_bpb_increase=0.01, max_accuracy_drop=0.02)
 
@@ -45,7 +45,7 @@ def _export(store: DataStore, weights: str, stage: str = "base_model", step: int
 
 def _report(store: DataStore, weights: str, val_bpb: float | None, accuracy: float | None,
             stage: str = "base_model") -> None:
-    """data/eval_report/report.json as evaluate_all writes it (stages.eval_report.build)."""
+    """data/eval_report/report.json as evaluate_all writes it (stages.evaluation.report.build)."""
     row = {"checkpoint": str(store.dir(stage) / "step-00000010"), "step": 10, "parameters": 1000,
            "val_loss": None if val_bpb is None else val_bpb * 0.7, "val_ppl": None, "val_bpb": val_bpb,
            "math_accuracy": accuracy, "math_problems": 100, "math_set": "es_add2",
@@ -72,7 +72,7 @@ def _champion(store: DataStore, weights: str, val_bpb: float, accuracy: float, v
 
 
 def test_the_export_record_name_is_the_exporters():
-    from model.export_hf import RECORD_FILE
+    from model.export.hf import RECORD_FILE
 
     assert EXPORT_RECORD == RECORD_FILE
 

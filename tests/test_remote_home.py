@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 import s3fs
 
-from stages.store import DataStore, StageStats
+from stages.store.outputs import DataStore, StageStats
 
 BUCKET = "yunque-home"
 
@@ -127,7 +127,7 @@ def test_whole_graph_on_an_s3_home_and_again_from_another_machine(s3, tmp_path, 
     """Every asset, `tiny` preset with the tests' small overrides, the home in the bucket:
     everything lands there, and a second machine (an empty cache, its own instance)
     recomputes nothing."""
-    from assets.runner import run_graph
+    from assets.instance.runner import run_graph
     from tests.factory import SMALL_RUN, write_two_shards
     from yunque import env
 
@@ -162,7 +162,7 @@ def test_whole_graph_on_an_s3_home_and_again_from_another_machine(s3, tmp_path, 
 
 def test_a_home_in_a_bucket_that_does_not_exist_is_named(s3, tmp_path, monkeypatch):
     """s3fs says only "The specified bucket does not exist": the error names the home."""
-    from stages.remote import RemoteHome
+    from stages.store.remote import RemoteHome
 
     with pytest.raises(FileNotFoundError) as raised:
         RemoteHome("s3://no-such-bucket/home", tmp_path / "cache").write_text("yunque.json", "{}")

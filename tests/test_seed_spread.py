@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import shutil
 
-from stages import seed_spread
 from stages.config import preset
-from stages.evaluation import evaluate_all
-from stages.store import DataStore
+from stages.evaluation import seed_spread
+from stages.evaluation.evaluate import evaluate_all
+from stages.store.outputs import DataStore
 from tests.factory import tiny_checkpoint
 from tests.test_lineage import record_base
 

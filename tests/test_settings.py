@@ -73,7 +73,7 @@ def test_the_daemon_timing_comes_from_the_process_then_the_home_then_the_default
     """Dagster reads a sensor's interval and a schedule's cron from code, when a code
     location loads: every process that loads it finds them in the home's settings, and an
     environment variable of one process still overrides them for that process."""
-    from stages import home
+    from stages.store import home
 
     monkeypatch.delenv("YUNQUE_SENSOR_INTERVAL", raising=False)
     monkeypatch.delenv("YUNQUE_TRAINING_CRON", raising=False)

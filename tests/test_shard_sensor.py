@@ -92,8 +92,8 @@ def test_a_shard_an_unfinished_backfill_will_read_is_left_to_it(tmp_path):
     race it with runs of its own for the same partitions."""
     from dagster._core.execution.backfill import BulkActionStatus
 
-    from assets import client
     from assets.definitions import defs
+    from assets.instance import client
 
     root = tmp_path / "corpus"
     add_shard(root, "uno")
@@ -118,8 +118,8 @@ def test_a_gone_shard_a_backfill_targets_stays_registered_until_it_ends(tmp_path
 
     from dagster._core.execution.backfill import BulkActionStatus
 
-    from assets import client
     from assets.definitions import defs
+    from assets.instance import client
 
     root = tmp_path / "corpus"
     add_shard(root, "uno")
@@ -146,7 +146,7 @@ def test_the_sensor_lists_the_corpus_the_home_names_now(tmp_path, monkeypatch):
     run` rewrote the home's settings with another. The next tick lists the new corpus:
     it registers its shards and never deregisters them for being absent from the old one."""
     from assets import sensors
-    from stages import home as home_settings
+    from stages.store import home as home_settings
 
     old, new = tmp_path / "old", tmp_path / "new"
     add_shard(old, "viejo")

@@ -8,11 +8,11 @@ import pytest
 
 from pipelines.data.corpus import list_shards, open_corpus
 from pipelines.data.documents import Rejection, rejections_table
-from stages.audit import exactly_once, language_purity
 from stages.config import preset
-from stages.dedup import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
-from stages.ingest import clean_stage, filter_stage, read_stage
-from stages.store import DataStore, StageStats
+from stages.data.audit import exactly_once, language_purity
+from stages.data.dedup import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
+from stages.data.ingest import clean_stage, filter_stage, read_stage
+from stages.store.outputs import DataStore, StageStats
 from tests.factory import write_two_shards
 
 

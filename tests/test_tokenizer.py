@@ -26,10 +26,10 @@ from pipelines.tokens.tokenizer import (
     train_bpe,
 )
 from stages.config import preset
-from stages.ingest import FILTERED_SCHEMA
-from stages.store import DataStore, StageStats
-from stages.token_shards import token_shard_stage
-from stages.tokenizer import round_trip, tokenizer_stage
+from stages.data.ingest import FILTERED_SCHEMA
+from stages.data.token_shards import token_shard_stage
+from stages.data.tokenizer import round_trip, tokenizer_stage
+from stages.store.outputs import DataStore, StageStats
 from tests.factory import spanish_text
 
 
@@ -230,7 +230,7 @@ def test_a_truncated_token_shard_is_refused_and_rebuilt(store):
 
 
 def test_a_failed_write_leaves_no_staging_files(store, monkeypatch):
-    import stages.token_shards as ts
+    import stages.data.token_shards as ts
 
     cfg = _cfg()
     tokenizer_stage(store, ["a", "b"], cfg)
@@ -246,7 +246,7 @@ def test_a_failed_write_leaves_no_staging_files(store, monkeypatch):
 
 
 def test_encoder_disagreeing_with_hf_falls_back_to_hf(store, monkeypatch):
-    import stages.token_shards as ts
+    import stages.data.token_shards as ts
 
     cfg = _cfg()
     tokenizer_stage(store, ["a", "b"], cfg)

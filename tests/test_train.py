@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from model import checkpoint as ckpt
-from model.train import _problem
+from model.checkpoint import state as ckpt
+from model.pretrain.train import _problem
 from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter
 
 VOCAB = 64
@@ -65,8 +65,8 @@ def _env() -> dict:
 
 
 def _run(config: Path, *launcher: str) -> subprocess.CompletedProcess:
-    cmd = [*launcher, "-m", "model.train", "--config", str(config)] if launcher else \
-        [sys.executable, "-m", "model.train", "--config", str(config)]
+    cmd = [*launcher, "-m", "model.pretrain.train", "--config", str(config)] if launcher else \
+        [sys.executable, "-m", "model.pretrain.train", "--config", str(config)]
     p = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300, env=_env())
     assert p.returncode == 0, p.stderr[-3000:]
     return p
@@ -98,7 +98,7 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path):
     shards = _shards(tmp_path / "data")
     _run(_config(tmp_path, "straight", shards))
     config = _config(tmp_path, "killed", shards, steps=30)
-    proc = subprocess.Popen([sys.executable, "-m", "model.train", "--config", str(config)], env=_env(),
+    proc = subprocess.Popen([sys.executable, "-m", "model.pretrain.train", "--config", str(config)], env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = tmp_path / "killed" / "step-00000010"
     deadline = time.time() + 120
@@ -148,7 +148,7 @@ def test_bad_loss_detection():
 
 @pytest.mark.parametrize("kind", ["cosine", "wsd"])
 def test_schedules(kind):
-    from model.schedule import lr_at
+    from model.core.schedule import lr_at
 
     lrs = [lr_at(s, lr=1.0, min_lr=0.1, warmup=10, total=100, kind=kind) for s in range(101)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
@@ -163,8 +163,8 @@ def test_schedules(kind):
 
 
 def test_preflight_refuses_what_cannot_fit_and_names_the_fix():
-    from model.config import preset
-    from model.preflight import PreflightError, check, plan
+    from model.core.config import preset
+    from model.pretrain.preflight import PreflightError, check, plan
 
     m = preset("1b")
     p = plan(m, batch_size=16, seq_len=2048, device="cpu", memory=24 * 2**30, train_tokens=10**9)
@@ -189,7 +189,7 @@ def test_the_program_refuses_before_training(tmp_path):
     raw = json.loads(config.read_text())
     raw["model"] |= {"dim": 8192, "n_layers": 48, "n_heads": 64, "ffn_dim": 28672, "context": 32}  # ~40B
     config.write_text(json.dumps(raw))
-    p = subprocess.run([sys.executable, "-m", "model.train", "--config", str(config)], check=False,
+    p = subprocess.run([sys.executable, "-m", "model.pretrain.train", "--config", str(config)], check=False,
                        capture_output=True, text=True, timeout=300, env=_env())
     assert p.returncode == 4 and "DOES NOT FIT" in p.stderr
     assert not ckpt.all_checkpoints(tmp_path / "big")
@@ -198,8 +198,8 @@ def test_the_program_refuses_before_training(tmp_path):
 def test_activation_checkpointing_gives_the_same_gradients():
     import torch
 
-    from model.config import ModelConfig
-    from model.gpt import GPT
+    from model.core.config import ModelConfig
+    from model.core.gpt import GPT
 
     torch.manual_seed(0)
     model = GPT(ModelConfig(dim=32, n_layers=2, n_heads=2, ffn_dim=64, context=16, vocab_size=VOCAB))
@@ -245,7 +245,7 @@ def test_muon_trains(tmp_path):
     assert set(state) == {"muon", "adamw"}
 
 
-# Early stopping and the best checkpoint (model.early_stop), in-process on a corpus small
+# Early stopping and the best checkpoint (model.pretrain.early_stop), in-process on a corpus small
 # enough to memorise: two training documents of a bigram chain with 50% noise. Validation
 # loss falls while the model learns the chain (to step 10), then rises as it memorises noise.
 def _tiny_corpus(root: Path) -> list[str]:
@@ -253,8 +253,8 @@ def _tiny_corpus(root: Path) -> list[str]:
 
 
 def _train_in_process(tmp: Path, out: str, shards: list[str], **train) -> Path:
-    from model.config import ModelConfig, TrainConfig
-    from model.train import train as run
+    from model.core.config import ModelConfig, TrainConfig
+    from model.pretrain.train import train as run
 
     cfg = {"shards": shards, "out": str(tmp / out), "steps": 80, "batch_size": 4, "seq_len": 32, "lr": 1e-2,
            "min_lr": 1e-2, "warmup": 0, "eval_every": 2, "eval_batches": 2, "checkpoint_every": 4, "threads": 1,
@@ -272,7 +272,7 @@ def _evals(out: Path) -> dict[int, float]:
 
 
 def test_early_stopping_stops_and_records_the_best_checkpoint(tmp_path):
-    from stages.pretrain import ended
+    from stages.training.pretrain import ended
 
     shards = _tiny_corpus(tmp_path / "data")
     out = _train_in_process(tmp_path, "es", shards, keep_checkpoints=1)
@@ -305,7 +305,7 @@ def test_early_stop_resume_after_a_crash_stops_at_the_same_step(tmp_path, monkey
     saved = [e["step"] for e in _events(straight, "checkpoint")]
     crash_at = next(s for s in saved if stop["best_step"] < s < stop["step"])  # evals_since_best > 0 there
 
-    import model.train
+    import model.pretrain.train
 
     real_save = ckpt.save
 
@@ -315,10 +315,10 @@ def test_early_stop_resume_after_a_crash_stops_at_the_same_step(tmp_path, monkey
             raise KeyboardInterrupt("killed")
         return found
 
-    monkeypatch.setattr(model.train.ckpt, "save", save_then_die)
+    monkeypatch.setattr(model.pretrain.train.ckpt, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         _train_in_process(tmp_path, "crashed", shards)
-    monkeypatch.setattr(model.train.ckpt, "save", real_save)
+    monkeypatch.setattr(model.pretrain.train.ckpt, "save", real_save)
     crashed = _train_in_process(tmp_path, "crashed", shards)
     assert [e["step"] for e in _events(crashed, "resume")] == [crash_at]
     (again,) = _events(crashed, "early_stop")

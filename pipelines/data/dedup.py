@@ -43,7 +43,7 @@ class Clusters:
 
 def lsh_clusters(sigs: np.ndarray, doc_ids: Sequence[str] | pa.Array, cfg: DedupConfig) -> Clusters:
     """Connected components of "shares at least one LSH bucket"; keeper = min doc_id.
-    In memory, for signatures at hand; `stages.dedup` runs the same steps band by band
+    In memory, for signatures at hand; `stages.data.dedup` runs the same steps band by band
     from the signature files (`pipelines.data.lsh_index`)."""
     n = sigs.shape[0]
     if sigs.shape[1] != cfg.num_perm:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
 # Columns shared by all kept-document tables; later stages add columns after these.
@@ -75,3 +76,10 @@ def documents_table(docs: list[Document]) -> pa.Table:
 
 def rejections_table(rejs: list[Rejection]) -> pa.Table:
     return pa.Table.from_pylist([r.__dict__ for r in rejs], schema=REJECT_SCHEMA)
+
+
+def text_bytes(table: pa.Table) -> int:
+    """The UTF-8 bytes of a documents table's text column (a stage's bytes in and out)."""
+    if table.num_rows == 0:
+        return 0
+    return int(pc.sum(pc.binary_length(table["text"])).as_py() or 0)

@@ -10,7 +10,7 @@ times over. No per-document Python object exists anywhere: rows are integers, do
 in Arrow arrays.
 
 The persisted index (per band: keys sorted, with their row ids) answers a new shard's
-query by `searchsorted`: the incremental path of `stages.dedup`.
+query by `searchsorted`: the incremental path of `stages.data.dedup`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,179 @@
+"""One checkpoint's row of the evaluation report: validation loss / perplexity / bits
+per byte, generation samples with repetition measures, math accuracy (greedy, answer
+read from <answer>...</answer> or else the last number), and the domain question-answering
+score: the mean per-token negative log-likelihood (and perplexity) of held-out reference
+answers (stages.data.domain_qa: pairs from validation documents) given their question, in the
+chat format post-training uses (the tokens SFT would train on: the answer and its <|end|>).
+
+The validation windows are the training run's own (the same token shards, split by
+document), so the figures compare across stages that share a tokenizer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from model.checkpoint.load import Loaded, load
+from model.checkpoint.state import Checkpoint
+from model.core.batches import collate, encode_reply
+from model.core.config import EvalConfig
+from model.infer.generate import Sampling, generate
+from model.pretrain.data import validation_batches, validation_bytes_per_token
+from pipelines.tasks import math_tasks
+from pipelines.tasks.textstats import repetition
+
+Progress = Callable[[str], None]
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@torch.inference_mode()
+def validation(model: torch.nn.Module, shards: Sequence[str], seq_len: int, batch_size: int,
+               max_batches: int) -> dict:
+    """Mean loss over up to `max_batches` validation batches, in nats per token; bits per
+    byte use the bytes per token of the windows evaluated."""
+    device = model.model.embed_tokens.weight.device
+    total, count = 0.0, 0
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    for x, y in validation_batches(list(shards), seq_len, batch_size, max_batches=max_batches):
+        with autocast:
+            _, loss = model(x.to(device), y.to(device))
+        total += loss.item() * y.numel()
+        count += y.numel()
+    if count == 0:
+        return {"val_tokens": 0}
+    bytes_per_token = validation_bytes_per_token(list(shards), seq_len, batch_size, max_batches=max_batches)
+    loss = total / count
+    return {"val_loss": round(loss, 4), "val_ppl": round(math.exp(min(loss, 50)), 2),
+            "val_bpb": round(loss / math.log(2) / bytes_per_token, 4), "val_tokens": count}
+
+
+def _budget(loaded: Loaded, wanted: int) -> int:
+    """New tokens to decode: as configured, but at most half the model's context, so that a
+    small-context model still sees most of its prompt."""
+    return max(1, min(wanted, loaded.config.context // 2))
+
+
+def samples(loaded: Loaded, prompts: Sequence[str], cfg: EvalConfig) -> list[dict]:
+    """Sampled continuations of fixed prompts (seeded), each with its repetition measures."""
+    tok = loaded.tokenizer
+    s = Sampling(max_new_tokens=_budget(loaded, cfg.sample_tokens), temperature=cfg.temperature, top_k=cfg.top_k,
+                 top_p=cfg.top_p, stop=tok.stop_ids, seed=cfg.seed)
+    outs = generate(loaded.model, [tok.encode(p) for p in prompts], s, pad_id=tok.eot_id)
+    return [{"prompt": p, "completion": tok.decode(o), "tokens": len(o), **repetition(o)}
+            for p, o in zip(prompts, outs)]
+
+
+def math_accuracy(loaded: Loaded, problems: Sequence[math_tasks.MathProblem], cfg: EvalConfig,
+                  progress: Progress | None = None) -> dict:
+    """Greedy answers to chat-formatted problems, `cfg.batch_size` at a time."""
+    tok = loaded.tokenizer
+    s = Sampling(max_new_tokens=_budget(loaded, cfg.math_max_new_tokens), stop=tok.stop_ids)
+    correct = formatted = 0
+    examples = []
+    for start in range(0, len(problems), cfg.batch_size):
+        batch = problems[start:start + cfg.batch_size]
+        prompts = [tok.encode_chat(math_tasks.prompt_for(p)) for p in batch]
+        for p, out in zip(batch, generate(loaded.model, prompts, s, pad_id=tok.eot_id)):
+            text = tok.decode(out)
+            predicted = math_tasks.extract_answer(text)
+            ok = math_tasks.is_correct(predicted, p.answer)
+            correct += ok
+            formatted += math_tasks.has_answer_format(text)
+            if len(examples) < 5:
+                examples.append({"question": p.question, "expected": p.answer, "predicted": predicted,
+                                 "correct": ok, "completion": text})
+        if progress:
+            progress(f"math: {min(start + cfg.batch_size, len(problems))}/{len(problems)} problems")
+    n = len(problems)
+    return {"accuracy": round(correct / n, 4) if n else None, "correct": correct, "problems": n,
+            "format_rate": round(formatted / n, 4) if n else None, "examples": examples}
+
+
+@torch.inference_mode()
+def domain_qa(loaded: Loaded, pairs: Sequence[dict], batch_size: int = 8) -> dict:
+    """Mean NLL (nats per answer token) of each pair's reference answer given its question;
+    a pair longer than the context keeps the answer's first tokens that fit."""
+    tok, model = loaded.tokenizer, loaded.model
+    device = model.model.embed_tokens.weight.device
+    rows = []
+    for p in pairs:
+        row = encode_reply(tok, [m for m in p["messages"] if m["role"] != "assistant"], p["messages"][-1]["content"])
+        keep = loaded.config.context + 1  # inputs are ids[:-1]
+        row.ids, row.trained = row.ids[:keep], row.trained[:keep]
+        if any(row.trained[1:]):
+            rows.append(row)
+    total, count = 0.0, 0
+    for start in range(0, len(rows), batch_size):
+        batch = collate(rows[start:start + batch_size], tok.eot_id).to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            logits, _ = model(batch.idx)
+        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), batch.targets, ignore_index=-100,
+                                                reduction="sum")
+        total += nll.item()
+        count += int(batch.mask.sum())
+    if count == 0:
+        return {"domain_qa_pairs": 0, "domain_qa_tokens": 0, "domain_qa_nll": None, "domain_qa_ppl": None}
+    nll = total / count
+    return {"domain_qa_pairs": len(rows), "domain_qa_tokens": count, "domain_qa_nll": round(nll, 4),
+            "domain_qa_ppl": round(math.exp(min(nll, 50)), 2)}
+
+
+def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | None = None,
+                    gsm8k: str | Path | None = None, progress: Progress | None = None,
+                    qa_pairs: Sequence[dict] = ()) -> dict:
+    state = loaded.state
+    train = state.get("train_config", {})
+    shards = list(shards if shards is not None else train.get("shards", []))
+    row: dict = {"checkpoint": str(loaded.checkpoint.path), "step": loaded.checkpoint.step,
+                 "parameters": loaded.model.num_params(),
+                 # the base model's seed, carried down the chain: runs of one recipe differ by it
+                 "seed": train.get("seed")}
+    present = [s for s in shards if Path(s, "header.json").exists()]
+    if present:
+        seq_len = min(train.get("seq_len", loaded.config.context), loaded.config.context)
+        row |= validation(loaded.model, present, seq_len, train.get("batch_size", 8), cfg.val_batches)
+    else:
+        row["val_tokens"] = 0  # the token shards it was trained on are not here
+    if progress:
+        progress(f"validation: {row.get('val_loss', 'no validation shards')}")
+    row |= domain_qa(loaded, qa_pairs, min(cfg.batch_size, 8))  # full-length logits: keep batches small
+    if progress:
+        progress(f"domain QA: nll {row['domain_qa_nll']} over {row['domain_qa_pairs']} held-out pairs")
+    row["samples"] = samples(loaded, cfg.prompts, cfg)
+    reps = [x["repeat_4"] for x in row["samples"]]
+    row["distinct_2"] = round(sum(x["distinct_2"] for x in row["samples"]) / len(reps), 4) if reps else None
+    row["repeat_4_mean"] = round(sum(reps) / len(reps), 4) if reps else None
+    row["repeat_4_max"] = max(reps) if reps else None
+    sets = {cfg.math_set: math_tasks.math_eval_set(cfg.math_set, cfg.math_problems, seed=cfg.seed,
+                                                   path=cfg.math_file or None)}
+    rephrased = rephrased_set(cfg.math_set)
+    if rephrased:  # the same task in wordings no training problem uses: learned the task, or a template?
+        sets[rephrased] = math_tasks.math_eval_set(rephrased, cfg.math_problems, seed=cfg.seed)
+    gsm8k = gsm8k or cfg.math_file
+    if gsm8k:
+        sets["gsm8k"] = math_tasks.read_gsm8k(gsm8k)
+    row["math"] = {name: math_accuracy(loaded, probs, cfg, progress) for name, probs in sets.items()}
+    main = row["math"]["gsm8k" if gsm8k else cfg.math_set]
+    row["math_set"] = "gsm8k" if gsm8k else cfg.math_set
+    row["math_accuracy"], row["math_problems"] = main["accuracy"], main["problems"]
+    row["math_rephrased"] = row["math"][rephrased]["accuracy"] if rephrased else None
+    return row
+
+
+def rephrased_set(name: str) -> str | None:
+    """The held-out-wording twin of a generated Spanish set (es_add2 -> es_add2_rephrased)."""
+    twin = f"{name}_rephrased"
+    return twin if name.startswith("es_") and twin in math_tasks.EVAL_SETS else None
+
+
+def evaluate_checkpoint(path: str | Path | Checkpoint, cfg: EvalConfig, shards: Sequence[str] | None = None,
+                        gsm8k: str | Path | None = None, progress: Progress | None = None,
+                        qa_pairs: Sequence[dict] = ()) -> dict:
+    return evaluate_loaded(load(path, device=_device()), cfg, shards, gsm8k, progress, qa_pairs)

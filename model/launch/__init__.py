@@ -1,0 +1,1 @@
+"""Process supervision for training commands (torch-free except torchrun_local): the supervisor, the training programs' reporting sinks, the multi-node launch spec, and torchrun with loopback stores."""

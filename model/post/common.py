@@ -1,0 +1,97 @@
+"""What every post-training stage shares: the stage interface the loop in
+model/post/train.py drives, and the data each stage reads (a user's jsonl file, or the
+built-in math sets)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+
+from model.checkpoint.load import Loaded
+from model.post.config import StageConfig
+from pipelines.tasks import post_data
+
+Update = Callable[[torch.Tensor], float]  # backward, clip, optimizer step; returns the gradient norm
+
+
+class Stage:
+    """One stage: `module` is what the optimizer trains (a GPT, or a GPT with a head);
+    `forward_module` is the same wrapped in DDP when there are several ranks."""
+
+    module: torch.nn.Module
+    trains_lm = True  # False: a head's loss only (the reward model); no replay of pretraining text
+
+    def __init__(self, cfg: StageConfig, loaded: Loaded, d, run: dict, report):
+        self.cfg, self.loaded, self.d, self.run, self.report = cfg, loaded, d, run, report
+        self.tok = loaded.tokenizer
+        self.device = d.device
+
+    @property
+    def forward_module(self) -> torch.nn.Module:
+        return getattr(self, "_forward", None) or self.module
+
+    @forward_module.setter
+    def forward_module(self, m: torch.nn.Module) -> None:
+        self._forward = m
+
+    def step(self, step: int, update: Update) -> dict:
+        raise NotImplementedError
+
+    def evaluate(self) -> dict:
+        return {}
+
+    def plan(self) -> dict:
+        return {}
+
+    def summary(self) -> str:
+        return "\n".join(f"  {k}: {v}" for k, v in self.plan().items())
+
+    def heads(self) -> dict[str, torch.Tensor]:
+        return {}
+
+    def load_heads(self, weights: dict[str, torch.Tensor]) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+def frozen_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """The reference model: the starting weights, never trained, in eval mode."""
+    ref = copy.deepcopy(module).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def conversations(cfg: StageConfig, run: dict) -> tuple[list[list[dict]], str]:
+    """The stage's conversations and where they come from: the user's data file, or else
+    the built-in math set (SFT with a `mixture` in its run: sft_mixture)."""
+    if run.get("data"):
+        return post_data.read_sft(run["data"]), run["data"]
+    return post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed), f"built-in math_sft/{cfg.math_level}"
+
+
+def sft_mixture(cfg: StageConfig, run: dict) -> dict[str, list[list[dict]]]:
+    """{source: conversations}: the user's file, the built-in math set, and the jsonl files
+    of `run["mixture"]` ({source: path}: corpus pairs, conversational turns)."""
+    sources: dict[str, list[list[dict]]] = {}
+    if run.get("data"):
+        sources["data"] = post_data.read_sft(run["data"])
+    if cfg.examples:
+        sources[f"math_{cfg.math_level}"] = post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed)
+    for name, path in run["mixture"].items():
+        sources[name] = post_data.read_sft(path)
+    return sources
+
+
+def preferences(cfg: StageConfig, run: dict) -> tuple[list[post_data.Preference], str]:
+    if run.get("data"):
+        return post_data.read_preferences(run["data"]), run["data"]
+    return (post_data.math_preferences(cfg.examples, cfg.math_level, cfg.seed),
+            f"built-in math_preferences/{cfg.math_level}")

@@ -1,0 +1,98 @@
+"""Question-answer pairs from a home's kept documents (no torch, no Dagster), split as
+the training run splits them: the pairs to train on come only from the documents of the
+token shards' train split, the held-out pairs the evaluation report scores only from
+their validation split (data/token_shards/<shard>/documents.parquet says which document
+is which), so a held-out answer is text the model never trained on.
+
+    train_pairs(store)           SFT records (pipelines.tasks.domain_qa) from train documents
+    heldout_pairs(store, limit)  the same from validation documents, minus any answer that
+                                 also appears among the training pairs (repeated
+                                 boilerplate), a deterministic sample of at most `limit`
+
+A document that no token shard lists (a shard not yet encoded) is in neither.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from pipelines.tasks.domain_qa import QAOptions, build_pairs
+from stages.data.tokenizer import BATCH, TOKEN_SHARDS
+from stages.store.keys import cache_key
+from stages.store.outputs import MANIFEST, DataStore
+
+DOCUMENTS = "deduped_documents"
+SPLITS_FILE = "documents.parquet"
+DEFAULT = QAOptions()
+
+
+def encoded_shards(store: DataStore) -> list[str]:
+    """Shards whose token shards (and so whose train/validation split) exist."""
+    root = store.dir(TOKEN_SHARDS)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / MANIFEST).exists() and (p / SPLITS_FILE).exists())
+
+
+def document_splits(store: DataStore, shard: str) -> dict[str, str]:
+    """{doc_id: "train" | "val"} as the shard's token shards split it."""
+    t = pq.read_table(store.dir(TOKEN_SHARDS, shard) / SPLITS_FILE, columns=["doc_id", "split"])
+    return dict(zip(t.column("doc_id").to_pylist(), t.column("split").to_pylist(), strict=True))
+
+
+def documents(store: DataStore, split: str, shards: Sequence[str] | None = None) -> Iterator[dict]:
+    """The kept documents ({doc_id, shard, text}) of one split, shard by shard."""
+    for shard in sorted(shards if shards is not None else encoded_shards(store)):
+        splits = document_splits(store, shard)
+        part = store.part(DOCUMENTS, shard)
+        if not part.exists():
+            continue
+        for batch in pq.ParquetFile(part).iter_batches(batch_size=BATCH, columns=["doc_id", "text"]):
+            for d in batch.to_pylist():
+                if splits.get(d["doc_id"]) == split:
+                    yield {"doc_id": d["doc_id"], "shard": shard, "text": d["text"]}
+
+
+def train_pairs(store: DataStore, shards: Sequence[str] | None = None, opts: QAOptions = DEFAULT) -> list[dict]:
+    return build_pairs(documents(store, "train", shards), opts)
+
+
+def _answer(p: dict) -> str:
+    return " ".join(p["messages"][-1]["content"].lower().split())
+
+
+def order_key(p: dict) -> str:
+    """A pair's place in a deterministic sample spread over shards and documents."""
+    return hashlib.sha256(f"{p['doc_id']}\x1f{p['heading']}".encode()).hexdigest()
+
+
+def heldout_pairs(store: DataStore, limit: int | None = None, shards: Sequence[str] | None = None,
+                  opts: QAOptions = DEFAULT, train: list[dict] | None = None) -> list[dict]:
+    """Pairs from validation documents whose answer is not also a training answer; with
+    `limit`, a sample spread over shards and documents (ordered by a hash, not by shard)."""
+    seen = {_answer(p) for p in (train if train is not None else train_pairs(store, shards, opts))}
+    pairs = [p for p in build_pairs(documents(store, "val", shards), opts) if _answer(p) not in seen]
+    pairs.sort(key=order_key)
+    return pairs[:limit] if limit is not None else pairs
+
+
+def pairs_key(pairs: Sequence[dict]) -> str:
+    """What an evaluation of the pairs depends on: their questions and answers."""
+    return cache_key([[m["content"] for m in p["messages"]] for p in pairs])
+
+
+def write_jsonl(pairs: Sequence[dict], path: str | Path) -> Path:
+    """The records as SFT jsonl (pipelines.tasks.post_data.read_sft reads it; the
+    provenance fields ride along)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,89 @@
+"""Which data outputs are up to date, asked before anything runs.
+
+Each data stage is memoised on a key of its code version, the configuration it uses and
+its input's key (`stages.data.ingest`, `stages.data.dedup`, `stages.data.token_shards`, the same key
+functions the stages call). Those keys chain: a shard's raw_documents key comes from its
+files as listed, its clean_documents key from that, and so on. So the key each output
+would have now is known without running anything, and an output whose committed key is
+that one has nothing to do. An output downstream of one that must run must run too
+(its key is not known until then: deduped_documents depends on what the index decides).
+
+`yunque run` asks this before it submits a backfill, and leaves up-to-date partitions
+out of it: a selection that is up to date starts no run at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from stages.config import YunqueConfig
+from stages.data.dedup import INDEX_ASSET, deduped_key, index_key, minhash_key
+from stages.data.ingest import clean_key, filter_key, read_key
+from stages.data.token_shards import encoded_key, intact
+from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER, tokenizer_key
+from stages.store.outputs import DataStore
+
+PER_SHARD = ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "deduped_documents",
+             TOKEN_SHARDS)
+WHOLE_CORPUS = (INDEX_ASSET, TOKENIZER)
+
+
+@dataclass
+class DataPlan:
+    """What is up to date: per-shard assets with their current shards, and whole-corpus
+    assets. Everything else in a selection has work to do."""
+
+    fresh_shards: dict[str, set[str]] = field(default_factory=dict)
+    fresh_assets: set[str] = field(default_factory=set)
+
+    def is_fresh(self, asset: str, shard: str | None = None) -> bool:
+        return asset in self.fresh_assets if shard is None else shard in self.fresh_shards.get(asset, set())
+
+
+def _current(store: DataStore, asset: str, shard: str | None, key: str | None) -> bool:
+    return key is not None and store.cached(asset, shard, key) is not None
+
+
+def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -> DataPlan:
+    """The up-to-date data outputs of a corpus whose shards, as listed now, have these
+    fingerprints (shard -> fingerprint); all of them take part in the index."""
+    out = DataPlan(fresh_shards={a: set() for a in PER_SHARD})
+    filtered: dict[str, str | None] = {}
+    signatures: dict[str, str | None] = {}
+    for shard, fingerprint in fingerprints.items():
+        key: str | None = read_key(cfg, fingerprint)
+        for asset, next_key in (("raw_documents", lambda k: clean_key(cfg, k)),
+                                ("clean_documents", lambda k: filter_key(store, cfg, k)),
+                                ("filtered_documents", lambda k: minhash_key(cfg, k)),
+                                ("minhash_signatures", None)):
+            if not _current(store, asset, shard, key):
+                key = None
+            else:
+                out.fresh_shards[asset].add(shard)
+            if asset == "filtered_documents":
+                filtered[shard] = key
+            if asset == "minhash_signatures":
+                signatures[shard] = key
+            elif key is not None:
+                key = next_key(key)
+    index_fresh = all(k is not None for k in signatures.values()) and _current(
+        store, INDEX_ASSET, None, index_key(cfg, {s: k for s, k in signatures.items() if k is not None}))
+    if index_fresh:
+        out.fresh_assets.add(INDEX_ASSET)
+    digests = (store.manifest(INDEX_ASSET) or {}).get("stats", {}).get("extra", {}).get("shard_digests", {})
+    tok = store.manifest(TOKENIZER)
+    if not cfg.tokenizer.retrain and _current(store, TOKENIZER, None, tokenizer_key(cfg)):
+        out.fresh_assets.add(TOKENIZER)  # trained once: new shards do not retrain it
+    for shard in fingerprints:
+        if not (index_fresh and filtered[shard] is not None and shard in digests):
+            continue
+        deduped = deduped_key(cfg, filtered[shard], digests[shard])
+        if not _current(store, "deduped_documents", shard, deduped):
+            continue
+        out.fresh_shards["deduped_documents"].add(shard)
+        if TOKENIZER in out.fresh_assets and tok is not None:
+            encoded = encoded_key(cfg, tok["stats"]["extra"]["tokenizer_hash"], deduped)
+            if _current(store, TOKEN_SHARDS, shard, encoded) and intact(store.dir(TOKEN_SHARDS, shard)):
+                out.fresh_shards[TOKEN_SHARDS].add(shard)
+    return out

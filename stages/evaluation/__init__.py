@@ -1,0 +1,1 @@
+"""Judging checkpoints: the evaluation rows and export, the report across checkpoints and seeds, and the promotion gate."""

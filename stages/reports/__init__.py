@@ -1,0 +1,1 @@
+"""What a stage shows a person: the filter report, loss curves and post-training curves."""

@@ -1,0 +1,1 @@
+"""The filter report: per-rule histograms, the per-document metrics table, and the rejected-document samples."""

@@ -1,0 +1,315 @@
+"""Where stage outputs live under `$YUNQUE_HOME/data`, written atomically, with a manifest
+that makes every per-shard stage a memoised function of its inputs.
+
+Layout (documented in README.md, "Where everything lands"):
+    data/<asset>/<shard>/part-0.parquet     per-shard assets
+    data/<asset>/<shard>/_manifest.json     cache key + stats of the last materialization
+    data/rejected_documents/<shard>/<stage>.parquet
+    data/dedup_index/...                    whole-corpus asset
+    data/_staging/                          scratch for atomic writes (safe to delete when idle)
+    data/_locks/<asset>/<shard>.lock        one writer per output at a time (empty files, never removed)
+
+Two writers of one output (the automation sensor's run racing a backfill of the same
+shard, two `yunque run` on one home) take turns on an exclusive lock: the second one
+waits, then finds the first one's output in the cache (or, inside `commit`, finds the
+same key already committed and discards its own copy). The lock is `fcntl.flock`, which
+holds on local filesystems (and NFS with flock support); a home on an object store
+cannot lock across machines; there, each writer commits a complete version and the last
+manifest wins (`stages.store.remote`).
+
+A home on an object store (`DataStore("s3://bucket/prefix")`) is used through a local
+cache of the same layout (`stages.store.remote`): `manifest`, `cached`, `dir`, `part` and
+`rejected` first bring the committed version of that output from the store, `commit`
+uploads the new version and commits it there, and `publish` uploads a run directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stages.store import remote as remote_home
+from stages.store.env import home_url
+from stages.store.sync import StoreSync
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+MANIFEST = "_manifest.json"
+PART = "part-0.parquet"
+
+log = logging.getLogger(__name__)
+
+# Locks this thread holds, by lock file, with their depth: `lock()` is re-entrant within a
+# thread (a stage holds it around check -> compute -> commit, and `commit` takes it
+# again), while other threads and processes each open their own file description, on
+# which flock excludes them.
+_held = threading.local()
+
+
+@dataclass
+class StageStats:
+    """What a stage reports; becomes Dagster metadata."""
+
+    key: str
+    docs_in: int = 0
+    docs_out: int = 0
+    rejected: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    drops: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    cached: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d.pop("cached")
+        return d
+
+
+# The side files (`rejected(shard, stage)`) belong to these assets' versions.
+REJECTED_BY = {"read": "raw_documents", "clean": "clean_documents", "filter": "filtered_documents",
+               "dedup": "deduped_documents"}
+
+
+class DataStore(StoreSync):
+    def __init__(self, home: str | Path | None = None):
+        url = str(home) if home else home_url()
+        self.remote: remote_home.RemoteHome | None = None
+        if remote_home.is_url(url):
+            self.url = url.rstrip("/")
+            self.home = remote_home.local_root(url)
+            self.remote = remote_home.RemoteHome(url, self.home)
+        else:
+            self.home = Path(url.removeprefix("file://")).absolute()
+            self.url = str(self.home)
+        self.data = self.home / "data"
+        self._fresh: set[tuple[str, str | None]] = set()  # synced with the store by this instance
+
+    def _path(self, asset: str, shard: str | None = None) -> Path:
+        return self.data / asset / shard if shard else self.data / asset
+
+    def _rel(self, asset: str, shard: str | None = None) -> str:
+        return f"data/{asset}/{shard}" if shard else f"data/{asset}"
+
+    def remote_url(self, asset: str) -> str:
+        """Where a run directory lives in the store ("" for a local home)."""
+        return f"{self.url}/{self._rel(asset)}" if self.remote is not None else ""
+
+    def dir(self, asset: str, shard: str | None = None) -> Path:
+        self.sync(asset, shard)
+        return self._path(asset, shard)
+
+    def part(self, asset: str, shard: str) -> Path:
+        return self.dir(asset, shard) / PART
+
+    def rejected(self, shard: str, stage: str) -> Path:
+        if stage in REJECTED_BY:
+            self.sync(REJECTED_BY[stage], shard)
+        return self._path("rejected_documents", shard) / f"{stage}.parquet"
+
+    def manifest(self, asset: str, shard: str | None = None) -> dict[str, Any] | None:
+        path = self.dir(asset, shard) / MANIFEST
+        if not path.exists():
+            return None
+        return json.loads(path.read_text())
+
+    def cached(self, asset: str, shard: str | None, key: str) -> StageStats | None:
+        """The previous stats if the last run had the same key and its files still exist
+        (side files must carry that same key: a crash between writing a side file and
+        swapping the asset directory leaves a mismatch, which is a miss)."""
+        m = self.manifest(asset, shard)
+        if not m or m.get("key") != key:
+            return None
+        if not all((self.dir(asset, shard) / f).exists() for f in m.get("files", [])):
+            return None
+        if not all(_file_key(Path(p)) == key for p in m.get("side_files", [])):
+            return None
+        stats = StageStats(**m["stats"])
+        stats.cached = True
+        return stats
+
+    def lock_path(self, asset: str, shard: str | None = None) -> Path:
+        # Outside the asset directories, which `commit` renames away, and never deleted:
+        # removing a lock file while another process waits on it would give two holders.
+        return self.data / "_locks" / asset / f"{shard}.lock" if shard else self.data / "_locks" / f"{asset}.lock"
+
+    @contextlib.contextmanager
+    def lock(self, asset: str, shard: str | None = None) -> Iterator[None]:
+        """Hold the exclusive writer lock of one output (per-shard, or whole-corpus when
+        `shard` is None) until the block ends; blocks while another thread or process
+        holds it. Re-entrant within one thread. Covers the output directory and its side
+        files (`rejected_documents/<shard>/<stage>.parquet` belongs to one asset)."""
+        path = self.lock_path(asset, shard)
+        held: dict[str, int] = _held.__dict__.setdefault("depth", {})
+        name = str(path)
+        if held.get(name):
+            held[name] += 1
+            try:
+                yield
+            finally:
+                held[name] -= 1
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                where = f"{asset}/{shard}" if shard else asset
+                log.info("%s: another writer holds %s; waiting for it", where, path)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            held[name] = 1
+            try:
+                yield
+            finally:
+                del held[name]
+        finally:
+            os.close(fd)  # releases the flock
+
+    def holds_lock(self, asset: str, shard: str | None = None) -> bool:
+        """Whether this thread holds `lock(asset, shard)`."""
+        return bool(_held.__dict__.get("depth", {}).get(str(self.lock_path(asset, shard))))
+
+    def _committed(self, asset: str, shard: str | None, manifest: dict[str, Any]) -> bool:
+        """The output is already there: same key, same stats (a forced rebuild under the
+        same key, like a tokenizer retrained on more shards, reports other stats), and
+        complete (its files and side files)."""
+        m = self.manifest(asset, shard)
+        ours = json.loads(json.dumps(manifest["stats"]))  # as it would read back (tuples become lists)
+        return m is not None and m.get("stats") == ours and self.cached(asset, shard, manifest["key"]) is not None
+
+    def staging(self) -> Path:
+        """Scratch space for atomic writes, outside every asset directory so that no glob
+        over the outputs ever sees a half-written or superseded file."""
+        path = self.data / "_staging"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def commit(
+        self,
+        asset: str,
+        shard: str | None,
+        stats: StageStats,
+        tables: dict[str, pa.Table],
+        side: dict[Path, pa.Table] | None = None,
+        extra_files: dict[str, str] | None = None,
+        write: Callable[[Path], list[str]] | None = None,
+    ) -> None:
+        """Write `tables` (file name -> table) as the new asset directory in one rename,
+        after the side tables (rejections), which are each replaced in one rename too and
+        carry the cache key. The manifest lives inside the directory, so readers see the
+        old state or the new one, and a crash at any point makes the next run recompute.
+        `write(directory)` writes files of other formats there and returns their names.
+
+        Safe with concurrent writers: the side files and the swap happen under
+        `lock(asset, shard)`, and a writer that does not hold that lock already and finds
+        the same output committed (key, stats, files and side files) discards its copy
+        and leaves the output alone."""
+        final = self._path(asset, shard)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=self.staging(), prefix=f"{asset}.{shard or '_'}."))
+        leftover: Path | None = tmp  # removed on every way out but the swap (token arrays can be gigabytes)
+        try:
+            import pyarrow.parquet as pq  # loaded when a stage writes, not when the code location loads
+
+            for name, table in tables.items():
+                pq.write_table(table, tmp / name, compression="zstd")
+            for name, text in (extra_files or {}).items():
+                (tmp / name).write_text(text)
+            written = write(tmp) if write is not None else []
+            side = side or {}
+            manifest = {
+                "key": stats.key,
+                "files": sorted([*tables, *(extra_files or {}), *written]),
+                "side_files": sorted(str(p) for p in side),
+                "stats": stats.to_json(),
+            }
+            if self.remote is not None:
+                manifest["version"] = remote_home.new_version(stats.key)
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            # A caller that holds the lock checked the cache under it: an output with this key
+            # there is one it judged unusable (say, a truncated token array), so it is replaced.
+            checked = self.holds_lock(asset, shard)
+            with self.lock(asset, shard):
+                if not checked and self._committed(asset, shard, manifest):
+                    return  # another writer committed this very output: ours is a copy
+                for path, table in side.items():
+                    write_parquet(path, table.replace_schema_metadata({KEY_META: stats.key}), self.staging())
+                old = None
+                if final.exists():
+                    old = Path(tempfile.mkdtemp(dir=self.staging(), prefix="old.")) / final.name
+                    final.rename(old)
+                tmp.rename(final)
+                leftover = None
+                if old is not None:
+                    shutil.rmtree(old.parent, ignore_errors=True)
+                if self.remote is not None:
+                    self.remote.push_version(self._rel(asset, shard), final, manifest, self.data)
+                    self._fresh.add((asset, shard))
+        finally:
+            if leftover is not None:
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+KEY_META = b"yunque_cache_key"
+
+
+def _file_key(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    value = meta.get(KEY_META)
+    return value.decode() if value else None
+
+
+def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> None:
+    """Write via a temporary file and one rename (same filesystem as `path`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=scratch or path.parent, prefix=".tmp.", suffix=".part")
+    os.close(fd)
+    try:
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write via a temporary file and one rename: a crash leaves the old file or the new one,
+    and two writers at once (two `yunque run` writing the home's settings) each rename a
+    temporary file of their own: the last rename wins, whole."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=columns)
+
+
+def drop_counts(reasons: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in reasons:
+        counts[r] = counts.get(r, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -1,0 +1,127 @@
+"""What a post-training run is before it is launched (no torch, no Dagster): the stage,
+the checkpoint it starts from, its identity and its directory `data/<asset>/` (the
+same layout as pretraining: stages.training.pretrain).
+
+The run key covers the stage's recipe, the starting weights (the checkpoint's sha256),
+the reward model's weights (PPO) and the content of a user's data file, so retraining
+SFT retrains everything after it, and an unchanged chain is not trained twice. A stage
+starts from its parent's recorded checkpoint (stages.training.selection.consumed_record), and its
+lineage carries that record, so its own record (stages.training.lineage) leads back to the shards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from model.checkpoint.files import checksums
+from model.post.config import POST_RUNTIME_FIELDS, SFTConfig, check
+from pipelines.tasks import chitchat
+from pipelines.tokens.tokenizer import file_hash
+from stages.config import YunqueConfig
+from stages.data import domain_qa
+from stages.data.tokenizer import TOKEN_SHARDS
+from stages.store.keys import cache_key
+from stages.store.outputs import DataStore, write_json
+from stages.training.lineage import LineageError
+from stages.training.pretrain import RUN_FILE, PretrainError, RunSpec, _archive_if_changed
+from stages.training.selection import consumed_record
+
+# Bump when the training program or the built-in data generators (pipelines.tasks.post_data,
+# pipelines.tasks.math_tasks) change what a stage computes.
+POST_CODE_VERSION = "2"  # 2: the SFT mixture; more math wordings
+# asset: (stage in YunqueConfig.post, the asset it starts from)
+CHAIN = {
+    "sft_model": ("sft", "base_model"),
+    "reward_model": ("reward", "sft_model"),
+    "dpo_model": ("dpo", "sft_model"),
+    "ppo_model": ("ppo", "dpo_model"),
+    "grpo_model": ("grpo", "ppo_model"),
+}
+
+
+class PostTrainError(PretrainError):
+    pass
+
+
+def _weights(path: Path) -> dict:
+    sums = checksums(path)
+    return {k: sums[k] for k in ("model.safetensors", "heads.safetensors") if k in sums}
+
+
+def _upstream(store: DataStore, asset: str) -> tuple[dict, Path]:
+    """(record, checkpoint path) of `asset` as recorded; its refusal as a PostTrainError."""
+    try:
+        rec, found = consumed_record(store, asset)
+    except LineageError as e:
+        raise PostTrainError(str(e)) from e
+    return rec, found.path
+
+
+def replay_shards(store: DataStore, init: Path) -> list[str]:
+    """The token shards the base model trained on (its train_config, carried down the chain
+    in every checkpoint's state), resolved in this store as checkpoints are: a home can be
+    moved. model/post/replay.py reads their train split."""
+    recorded = json.loads((init / "state.json").read_text()).get("train_config", {}).get("shards", [])
+    for s in recorded:  # a home on an object store: into this machine's cache first
+        store.sync(TOKEN_SHARDS, Path(s).name)
+    here = [store.dir(TOKEN_SHARDS, Path(s).name) for s in recorded]
+    return [str(h) if (h / "header.json").exists() else s for h, s in zip(here, recorded)]
+
+
+def sft_sources(store: DataStore, scfg: SFTConfig, shards: list[str]) -> dict[str, list[dict]]:
+    """The SFT mixture's generated sources, as SFT jsonl records: at most `domain_qa` of
+    the corpus' question-answer pairs (train documents of `shards` only; a deterministic
+    sample spread over shards and documents), and `chitchat` conversational turns."""
+    out: dict[str, list[dict]] = {}
+    if scfg.domain_qa:
+        # the base model's shards whose document split exists (the token_shards stage writes it)
+        names = sorted(set(domain_qa.encoded_shards(store)) & {Path(s).name for s in shards})
+        pairs = sorted(domain_qa.train_pairs(store, names), key=domain_qa.order_key)
+        if pairs:
+            out["domain_qa"] = pairs[: scfg.domain_qa]
+    if scfg.chitchat:
+        turns = chitchat.records()
+        out["chitchat"] = [turns[i % len(turns)] for i in range(scfg.chitchat)]
+    return out
+
+
+def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
+    stage, parent = CHAIN[asset]
+    scfg = getattr(cfg.post, stage)
+    check(stage, scfg)
+    parent_rec, init = _upstream(store, parent)
+    reward_rec, reward = _upstream(store, "reward_model") if stage == "ppo" else (None, None)
+    data = scfg.data
+    if data and not Path(data).is_file():
+        raise PostTrainError(f"post.{stage}.data: no such file {data}")
+    lineage = {
+        "init": {"asset": parent, "checkpoint": str(init), "weights_sha256": _weights(init)},
+        "data": {"path": data, "sha256": file_hash(Path(data))} if data else f"built-in {scfg.math_level}",
+        # the parent's record as consumed: the chain back to the token shards and raw shards
+        "parent": parent_rec,
+    }
+    if reward is not None:
+        lineage["reward_model"] = {"checkpoint": str(reward), "weights_sha256": _weights(reward),
+                                   "record": reward_rec}
+    shards = replay_shards(store, init)
+    generated = sft_sources(store, scfg, shards) if isinstance(scfg, SFTConfig) else {}
+    if generated:  # what the mixture holds is part of the run: other pairs, another run
+        lineage["mixture"] = {n: {"records": len(r), "sha256": domain_qa.pairs_key(r)} for n, r in generated.items()}
+    recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in POST_RUNTIME_FIELDS}
+    data_key = lineage["data"]["sha256"] if data else lineage["data"]
+    key = cache_key(asset, POST_CODE_VERSION, recipe, lineage["init"]["weights_sha256"],
+                    lineage.get("reward_model", {}).get("weights_sha256"), data_key, lineage.get("mixture"))
+    root = store.dir(asset)
+    root.mkdir(parents=True, exist_ok=True)
+    _archive_if_changed(root, key)
+    mixture = {n: str(domain_qa.write_jsonl(r, root / "mixture" / f"{n}.jsonl")) for n, r in generated.items()}
+    config = {"stage": stage, "train": dataclasses.asdict(scfg), "init": str(init), "data": data,
+              "reward_model": str(reward) if reward else "", "out": str(root), "lineage": lineage,
+              "replay_shards": shards, **({"mixture": mixture} if isinstance(scfg, SFTConfig) else {})}
+    spec = RunSpec(asset, root, key, config, lineage)
+    write_json(spec.config_path, config)
+    write_json(root / RUN_FILE, spec.record() | {"key": key, "config": config, "lineage": lineage})
+    store.publish(asset)
+    return spec

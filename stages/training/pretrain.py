@@ -1,0 +1,309 @@
+"""What a pretraining run is, before anything is launched (no torch, no Dagster): its
+inputs (token shards of one tokenizer), its identity (a key over the recipe and the
+data versions) and its directory, `data/<asset>/`, which holds that run's checkpoints
+(`step-NNNNNNNN/`), `metrics.jsonl`, `run.json` (config, lineage, MLflow runs) and the
+loss curve. An interrupted run with an unchanged key resumes from its last checkpoint.
+A run whose inputs changed moves the old run's files to `data/<asset>/previous/<key>/`
+(never deleted, so its checkpoints stay loadable at their new paths) and then either:
+
+* continues it, when only the token shards changed (same tokenizer, model and recipe),
+  none of its shards is gone and it reached its final step: the new run starts from its
+  final checkpoint at that step, trains `train.continue_steps` more (0: half of
+  `train.steps`) on the shards it did not see (new, or a new version) mixed with a
+  `train.replay_fraction` replay of those it did, and says so in its lineage
+  (`continued_from`, `new_shards`, `old_shards`); a `train.mixture` applies its weights
+  within each of those two parts (stages/training/mixture.py);
+* or trains from scratch, with the reason in its lineage (`start`: "fresh: ...").
+
+A run has ended at its last step, or earlier when early stopping ended it (model.pretrain.early_stop:
+`best.json` names the stop, which holds while `train.early_stop_patience` is no larger than
+the evaluations it waited; a larger one, or 0, resumes it from the stop). What the stages
+record and consume is its best checkpoint, which best.json names (`run_end`); an early-stopped
+run is continued from that one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model.checkpoint.files import (
+    PREFIX,
+    Checkpoint,
+    all_checkpoints,
+    latest,
+    verify,
+    weights_sha256,
+)
+from model.core.config import CONTINUATION_FIELDS, RUNTIME_FIELDS, TrainConfig
+from model.pretrain.early_stop import EarlyStop, read_best, stop_holds
+from stages.config import YunqueConfig
+from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
+from stages.store.keys import cache_key
+from stages.store.outputs import DataStore, write_json
+from stages.training import mixture
+
+BASE_MODEL = "base_model"
+CODE_VERSION = "1"
+RUN_FILE = "run.json"
+CONFIG_FILE = "train_config.json"
+
+
+class PretrainError(RuntimeError):
+    pass
+
+
+@dataclass
+class RunSpec:
+    asset: str
+    dir: Path
+    key: str
+    config: dict[str, Any]  # {"train": ..., "model": ...} as the training program reads it
+    # tokenizer hash, token shard data versions; for base_model also start, continued_from,
+    # new_shards, old_shards, replay_fraction, sources, steps (see prepare)
+    lineage: dict[str, Any]
+
+    @property
+    def config_path(self) -> Path:
+        return self.dir / CONFIG_FILE
+
+    @property
+    def steps(self) -> int:
+        return self.config["train"]["steps"]
+
+    @property
+    def start_step(self) -> int:
+        return self.config["train"].get("start_step", 0)
+
+    @property
+    def continued_from(self) -> dict[str, Any] | None:
+        return self.lineage.get("continued_from")
+
+    def record(self) -> dict[str, Any]:
+        path = self.dir / RUN_FILE
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def add_mlflow_run(self, run_id: str) -> None:
+        rec = self.record()
+        rec.setdefault("mlflow_runs", []).append(run_id)
+        write_json(self.dir / RUN_FILE, rec)
+
+
+@dataclass
+class RunEnd:
+    """A run that has ended: `recorded` is its best checkpoint (what the stages record and
+    consume; the last one when no evaluation named a best), `last` the one it ended on."""
+    recorded: Checkpoint
+    last: Checkpoint
+    best: dict[str, Any] | None  # best.json (model.pretrain.early_stop), if the run wrote one
+    early_stop: str | None = None  # why it ended before its last step, if it did
+
+    @property
+    def stopped_at(self) -> int | None:
+        return self.last.step if self.early_stop else None
+
+
+def _intact(root: Path, step: int) -> Checkpoint | None:
+    found = Checkpoint(root / f"{PREFIX}{step:08d}", step)
+    return found if found.path.is_dir() and verify(found) is None else None
+
+
+def ended(root: Path, steps: int, patience: int | None) -> RunEnd | None:
+    """The run under `root` if it ended at `steps`, or early stopping ended it (under
+    `patience`; None: as it was run), with both checkpoints intact; else None (train on: the
+    program resumes from its newest intact checkpoint)."""
+    best, early = read_best(root), None
+    last = _intact(root, steps)
+    if last is None:
+        holds = best is not None and best.get("stopped_at") is not None if patience is None \
+            else stop_holds(best, patience)
+        if not holds or (last := _intact(root, best["stopped_at"])) is None:
+            return None
+        early = EarlyStop.from_record(best).summary(steps)
+    recorded = last
+    if best and best.get("last_step") == last.step and best.get("step") not in (None, last.step):
+        recorded = _intact(root, best["step"])
+        if recorded is None:  # rotation never deletes it: only a damaged or hand-edited run gets here
+            raise PretrainError(f"{root}: the best checkpoint (step {best['step']}, {root / 'best.json'}) is missing "
+                                f"or damaged; delete {root} to train again")
+    return RunEnd(recorded, last, best, early)
+
+
+def run_end(spec: RunSpec) -> RunEnd | None:
+    """How `spec`'s run ended (see `ended`), under its configured patience."""
+    return ended(spec.dir, spec.steps, spec.config["train"].get("early_stop_patience", 0))
+
+
+def token_inputs(store: DataStore, shards: list[str]) -> tuple[str, dict[str, str], int]:
+    """(tokenizer hash, {shard: token_shards data version}, vocab size); refuses shards
+    that are missing or encoded with another tokenizer, naming them. A shard with no
+    tokens at all (nothing survived the filters) is not an input: it cannot change what a
+    run computes, so it does not change the run's key either."""
+    tok = store.manifest(TOKENIZER)
+    if tok is None:
+        raise PretrainError("no tokenizer yet: materialize `tokenizer` and `token_shards` first")
+    current = tok["stats"]["extra"]["tokenizer_hash"]
+    versions, missing, stale = {}, [], []
+    for s in shards:
+        m = store.manifest(TOKEN_SHARDS, s)
+        if m is None:
+            missing.append(s)
+        elif m["stats"]["extra"].get("tokenizer_hash") != current:
+            stale.append(s)
+        elif not m["stats"]["extra"].get("train_tokens") and not m["stats"]["extra"].get("val_tokens"):
+            continue
+        else:
+            versions[s] = m["key"]
+    if missing or stale:
+        raise PretrainError(f"token shards not ready: missing {missing}, encoded with an older tokenizer {stale}; "
+                            "materialize token_shards for them first")
+    if not versions:
+        raise PretrainError("no token shards to train on")
+    return current, versions, tok["stats"]["extra"]["vocab_size"]
+
+
+def recipe_of(train: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `train.*` a run and its continuations share, JSON-normalised (tuples
+    are lists) so that a recipe read back from run.json compares equal."""
+    skip = set(RUNTIME_FIELDS) | set(CONTINUATION_FIELDS)
+    if not train.get("mixture"):  # no mixture: the key of a run from before mixtures existed
+        skip.add("mixture")
+    return json.loads(json.dumps({k: v for k, v in train.items() if k not in skip}))
+
+
+@dataclass
+class Start:
+    """Where a run starts: from scratch (continued_from None) or from a previous run's
+    final checkpoint (run_key, checkpoint, step, weights_sha256)."""
+    reason: str
+    new_shards: list[str]
+    old_shards: list[str] = field(default_factory=list)
+    continued_from: dict[str, Any] | None = None
+    in_root: bool = False  # the checkpoint is the run on disk's own: it moves with the archive
+
+
+def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str = BASE_MODEL) -> RunSpec:
+    tok_hash, versions, vocab = token_inputs(store, shards)
+    try:  # train.mixture (part of the recipe, so of the key) against these shards, before anything is written
+        by_source = mixture.groups(cfg.train, shards, versions)
+    except mixture.MixtureError as e:
+        raise PretrainError(str(e)) from e
+    model = json.loads(json.dumps(dataclasses.asdict(dataclasses.replace(cfg.model, vocab_size=vocab))))
+    train = dataclasses.asdict(cfg.train)
+    recipe = recipe_of(train)
+    # a fresh run's key, as before continuation existed: runs on disk keep theirs
+    data_key = cache_key(asset, CODE_VERSION, recipe, model, tok_hash, versions)
+    root = store.dir(asset)
+    root.mkdir(parents=True, exist_ok=True)
+    prev = json.loads((root / RUN_FILE).read_text()) if (root / RUN_FILE).exists() else {}
+    start = choose_start(root, prev, data_key, recipe, model, tok_hash, versions, cfg.train)
+    t, cont = cfg.train, start.continued_from
+    key = data_key if cont is None else cache_key(data_key, {
+        "from": {k: cont[k] for k in ("run_key", "step", "weights_sha256")}, "steps": t.continuation_steps(),
+        "replay_fraction": t.replay_fraction, "new": start.new_shards, "old": start.old_shards})
+    moved_to = _archive_if_changed(root, key)
+    if cont is not None and start.in_root:  # its checkpoint now lives in the archive
+        assert moved_to is not None
+        cont["checkpoint"] = str(moved_to / Path(cont["checkpoint"]).name)
+    shard_dir = {s: str(store.dir(TOKEN_SHARDS, s)) for s in versions}
+    train |= {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
+              "tokenizer": str(store.dir(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": []}
+    train["mixture_shards"] = [[shard_dir[s] for s in g] for g in by_source or []]
+    if cont is not None:
+        train |= {"init_from": cont["checkpoint"], "start_step": cont["step"], "steps": cont["step"] + t.continuation_steps(),
+                  "replay_shards": [shard_dir[s] for s in start.old_shards]}
+    lineage = {"tokenizer_hash": tok_hash, "token_shards": versions, "start": start.reason, "continued_from": cont,
+               "new_shards": start.new_shards, "old_shards": start.old_shards,
+               "replay_fraction": t.replay_fraction if cont is not None else None,
+               "sources": mixture.sources(store, t, start.new_shards, start.old_shards, cont is not None, by_source),
+               "steps": [train["start_step"], train["steps"]]}
+    if store.remote is not None:  # checkpoints go to the store as they are written (model.checkpoint.mirror)
+        train["checkpoint_mirror"] = store.remote_url(asset)
+    spec = RunSpec(asset, root, key, {"train": train, "model": model}, lineage)
+    write_json(spec.config_path, spec.config)
+    rec = spec.record() | {"key": key, "data_key": data_key, "recipe": recipe, "config": spec.config,
+                           "lineage": lineage}
+    write_json(root / RUN_FILE, rec)
+    store.publish(asset)  # another node, or a resume on another machine, starts from these
+    return spec
+
+
+def choose_start(root: Path, prev: dict[str, Any], data_key: str, recipe: dict, model: dict, tok_hash: str,
+                 versions: dict[str, str], t: TrainConfig) -> Start:
+    """Continue the run on disk (`prev`, its run.json), or start from scratch, and why."""
+    everything = sorted(versions)
+    lineage = prev.get("lineage", {})
+    if prev and prev.get("data_key", prev.get("key")) == data_key:
+        # The same shards and recipe as the run on disk: it is this run (or this run with
+        # other continuation settings), started the way it was started.
+        cont = lineage.get("continued_from")
+        if cont is None:
+            return Start(lineage.get("start", "fresh"), everything)
+        if not t.continue_from_previous:
+            return Start("fresh: train.continue_from_previous is off", everything)
+        if not Path(cont["checkpoint"]).is_dir() and not all_checkpoints(root):
+            return Start(f"fresh: the checkpoint to continue from is gone ({cont['checkpoint']})", everything)
+        return Start(lineage["start"], lineage["new_shards"], lineage["old_shards"], dict(cont))
+    if not prev:
+        return Start("fresh: no previous run", everything)
+    if not t.continue_from_previous:
+        return Start("fresh: train.continue_from_previous is off", everything)
+    why = _changed(prev, recipe, model, tok_hash, versions)
+    if why:
+        return Start(f"fresh: {why}", everything)
+    want = prev["config"]["train"]["steps"]
+    end = ended(root, want, None)  # verifies checksums: the weights must be the ones recorded
+    if end is None:
+        final = latest(root)
+        return Start(f"fresh: the previous run is incomplete (step {final.step if final else 0} of {want})",
+                     everything)
+    # a finished run goes on from its last step; an early-stopped one from its best (it had stopped improving)
+    final = end.recorded if end.early_stop else end.last
+    seen = lineage.get("token_shards", {})
+    new = sorted(s for s in versions if seen.get(s) != versions[s])
+    old = sorted(s for s in versions if seen.get(s) == versions[s])
+    cont = {"run_key": prev["key"], "checkpoint": str(final.path), "step": final.step,
+            "weights_sha256": weights_sha256(final.path)}
+    return Start(f"continued: new or changed shards {new}", new, old, cont, in_root=True)
+
+
+def _changed(prev: dict[str, Any], recipe: dict, model: dict, tok_hash: str, versions: dict[str, str]) -> str:
+    """Why the run on disk cannot be continued ("" if it can, as far as inputs go)."""
+    if prev.get("lineage", {}).get("tokenizer_hash") != tok_hash:
+        return "tokenizer changed"
+    old_model = prev.get("config", {}).get("model", {})
+    if old_model != model:
+        return f"model config changed ({', '.join(_diff(old_model, model, 'model'))})"
+    old_recipe = prev.get("recipe") or recipe_of(prev.get("config", {}).get("train", {}))
+    if old_recipe != recipe:
+        return f"recipe changed ({', '.join(_diff(old_recipe, recipe, 'train'))})"
+    gone = sorted(set(prev.get("lineage", {}).get("token_shards", {})) - set(versions))
+    if gone:  # a vanished shard's documents must not keep training the model
+        return f"shards removed since the previous run {gone}"
+    return ""
+
+
+def _diff(a: dict, b: dict, section: str) -> list[str]:
+    return [f"{section}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def _archive_if_changed(root: Path, key: str) -> Path | None:
+    """Move the run on disk to previous/<its key>/ unless it is run `key`; where it went."""
+    run = root / RUN_FILE
+    if not run.exists():
+        return None
+    old = json.loads(run.read_text()).get("key")
+    if old == key:
+        return None
+    dest, n = root / "previous" / str(old), 1
+    while dest.exists():  # that run came back and changed again: never mix two runs' files
+        dest, n = root / "previous" / f"{old}-{n}", n + 1
+    dest.mkdir(parents=True)
+    for p in root.iterdir():
+        if p.name != "previous":
+            shutil.move(str(p), dest / p.name)
+    return dest

@@ -1,0 +1,1 @@
+"""The `yunque` command: one module per subcommand group; `main` builds the parser."""

@@ -1,0 +1,163 @@
+"""`yunque inspect rejected --reason R [--shard S] [-n N] [--stage STAGE]`: the documents a
+rule threw away, in the terminal, to judge the rule before trusting it.
+
+`yunque inspect filters [--shard S] [--plot DIR]`: what each quality rule measured against
+its threshold, over one shard or every shard pooled: the rules table and a text histogram
+per rule (the ones each filtered_documents materialization carries), and with --plot the
+same histograms drawn as one PNG per filter.
+
+Reads the rejected_documents side tables of the home (`--home`, a directory or an object
+store URL: through `DataStore`, which brings each committed version into the local
+cache). R matches a reason exactly or as a prefix (`gopher_quality` is all of Gopher's
+quality rules). The sample is the one the filtered_documents materialization shows: the
+rejections with the smallest doc_ids, the first 300 characters of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import posixpath
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from yunque import env
+
+if TYPE_CHECKING:
+    from stages.store.outputs import DataStore
+
+STAGES = ("read", "clean", "filter", "dedup")
+
+
+def _shards(store: DataStore, stage: str) -> list[str]:
+    """Shards with a committed output of the asset that writes `stage`'s rejections."""
+    from stages.store.outputs import MANIFEST, REJECTED_BY
+
+    asset = REJECTED_BY[stage]
+    if store.remote is not None:
+        base = posixpath.join(store.remote.root, "data", asset)
+        store.remote.fs.invalidate_cache(base)
+        return sorted(posixpath.basename(posixpath.dirname(p))
+                      for p in store.remote.fs.glob(posixpath.join(base, "*", MANIFEST)))
+    root = store.data / asset
+    return sorted(p.parent.name for p in root.glob(f"*/{MANIFEST}")) if root.is_dir() else []
+
+
+def _tables(store: DataStore, shard: str | None, stages: tuple[str, ...]) -> list[Path]:
+    paths = []
+    for stage in stages:
+        for s in [shard] if shard else _shards(store, stage):
+            path = store.rejected(s, stage)
+            if path.exists():
+                paths.append(path)
+    return paths
+
+
+def matching(counts: Counter, wanted: str) -> list[str]:
+    """Reasons equal to `wanted`, else those it is a prefix of."""
+    if wanted in counts:
+        return [wanted]
+    return sorted(r for r in counts if r.startswith(wanted))
+
+
+def cmd_rejected(args: argparse.Namespace) -> int:
+    from stages.reports.filters.report import sample, terminal_text
+    from stages.store.outputs import DataStore
+
+    env.use_home(args.home)
+    store = DataStore(env.home_url())
+    stages = (args.stage,) if args.stage else STAGES
+    paths = _tables(store, args.shard, stages)
+    where = f"shard {args.shard}" if args.shard else "any shard"
+    if not paths:
+        print(f"yunque inspect: no rejected documents of stage {'/'.join(stages)} in {where} of {env.home_url()} "
+              "(nothing materialized there yet?)", file=sys.stderr)
+        return 2
+    counts: Counter = Counter()
+    for p in paths:
+        counts.update(pq.read_table(p, columns=["reason"])["reason"].to_pylist())
+    reasons = matching(counts, args.reason)
+    if not reasons:
+        listing = "\n".join(f"  {r:<45} {c:>7,}" for r, c in counts.most_common())
+        print(f"yunque inspect: no rejection reason {args.reason!r} in {where}; the reasons there:\n{listing}",
+              file=sys.stderr)
+        return 2
+    rows = []
+    for p in paths:  # only the matching rows' texts are read (predicate pushdown)
+        table = pq.read_table(p, filters=[("reason", "in", reasons)])
+        if table.num_rows:
+            rows += sample(table, reasons, args.n, args.chars)
+    rows = sorted(rows, key=lambda r: r["doc_id"])[: args.n]
+    _values(store, rows)
+    total = sum(counts[r] for r in reasons)
+    shards = len({r["shard"] for r in rows})
+    print(f"{', '.join(reasons)}: {total:,} documents rejected in {where}; {len(rows)} shown (smallest doc_ids"
+          f"{f', from {shards} shards' if not args.shard else ''}), first {args.chars} characters each")
+    print(terminal_text(rows))
+    return 0
+
+
+def cmd_filters(args: argparse.Namespace) -> int:
+    from stages.reports.filters.report import pooled_report, render_histograms, text_histograms
+    from stages.store.outputs import DataStore
+
+    env.use_home(args.home)
+    store = DataStore(env.home_url())
+    shards = [args.shard] if args.shard else _shards(store, "filter")
+    label = args.shard or f"{len(shards)} shards"
+    report = pooled_report(store, shards, label) if shards else None
+    if report is None:
+        print(f"yunque inspect: no filter metrics for {f'shard {args.shard}' if args.shard else 'any shard'} in "
+              f"{env.home_url()} (filtered_documents not materialized there yet?)", file=sys.stderr)
+        return 2
+    print(f"{label}: {report.docs_in:,} documents judged, {report.kept:,} kept")
+    for text in text_histograms(report).values():
+        print("\n" + text.replace("**", ""))
+    if args.plot:
+        for path in render_histograms(report, Path(args.plot)).values():
+            print(f"wrote {path}")
+    return 0
+
+
+def _values(store: DataStore, rows: list[dict]) -> None:
+    """The metric value and threshold that dropped each filter-stage row (from the shard's
+    filter_metrics.parquet, committed with the rejections)."""
+    from stages.reports.filters.report import FILTER_METRICS, attach_values
+
+    for shard in sorted({r["shard"] for r in rows if r["stage"] == "filter"}):
+        path = store.dir("filtered_documents", shard) / FILTER_METRICS
+        if path.exists():
+            mine = [r for r in rows if r["shard"] == shard and r["stage"] == "filter"]
+            by_reason: dict[str, list[dict]] = {}
+            for r in mine:
+                by_reason.setdefault(r["reason"], []).append(r)
+            names = set(pq.read_schema(path).names)
+            attach_values(by_reason, pq.read_table(path, columns=["doc_id", *(c for c in by_reason if c in names)]))
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("inspect", help="look at what the data stages threw away and why")
+    what = p.add_subparsers(dest="what", required=True)
+    r = what.add_parser("rejected", help="a sample of the documents rejected for a reason")
+    r.add_argument("--reason", required=True,
+                   help="a reason (gopher_quality:alpha_words_ratio) or its prefix (gopher_quality)")
+    r.add_argument("--shard", help="one shard (default: every shard)")
+    r.add_argument("-n", type=_positive, default=5, help="documents shown (default 5)")
+    r.add_argument("--stage", choices=STAGES, help="the stage whose rejections to read (default: all)")
+    r.add_argument("--chars", type=_positive, default=300, help="characters of each text (default 300)")
+    r.set_defaults(fn=cmd_rejected)
+    f = what.add_parser("filters", help="each quality rule's metric against its threshold, as histograms")
+    f.add_argument("--shard", help="one shard (default: every shard, pooled)")
+    f.add_argument("--plot", metavar="DIR", help="also draw one PNG per filter into DIR")
+    f.set_defaults(fn=cmd_filters)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+

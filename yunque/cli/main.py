@@ -1,0 +1,288 @@
+"""The `yunque` command: fetch the sample corpus, run the graph, show the configuration."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from stages.preset_names import DEFAULT_PRESET
+from yunque import env
+from yunque.cli import calibrate as cli_calibrate
+from yunque.cli import config as cli_config
+from yunque.cli import inspect as cli_inspect
+from yunque.cli import node as cli_node
+from yunque.cli import ui as cli_ui
+from yunque.cli.model import add_commands
+
+
+def _fetch(dest: Path) -> int:
+    from pipelines.data.sample import SampleFetchError, fetch_sample
+
+    try:
+        summary = fetch_sample(dest)
+    except SampleFetchError as e:
+        print(f"yunque fetch-sample: {e}", file=sys.stderr)
+        return 2
+    print(f"sample corpus in {dest}:")
+    for shard, info in summary["shards"].items():
+        note = " (already there)" if info.get("cached") else ""
+        print(f"  {shard}: {info['files']:,} files, {info['documents']:,} documents, "
+              f"{info['bytes'] / 1e6:.1f} MB{note}")
+    return 0
+
+
+def cmd_fetch_sample(args: argparse.Namespace) -> int:
+    home = env.use_home(args.home)
+    return _fetch(Path(args.dest).absolute() if args.dest else home / "sample")
+
+
+# a post-training stage's progress line: its held-out numbers, then the RL stages' last rollouts
+POST_SHOWN = ("eval_loss", "eval_accuracy", "eval_margin", "eval_dev_accuracy", "accuracy", "kl", "reply_tokens")
+
+
+POST_TRAINING = ("sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model")
+
+
+def _describe(asset: str, md: dict) -> str:
+    """One progress-line summary of what `asset` reported (its materialization's metadata);
+    the figures it lacks (a materialization from an older version) are left out."""
+    try:
+        return _figures(asset, md)
+    except (KeyError, TypeError, ValueError):
+        return "materialized"
+
+
+def _figures(asset: str, md: dict) -> str:
+    if asset == "tokenizer":
+        return f"vocab {md['vocab_size']:,}, {md['tokens_per_word']} tokens/word"
+    if asset in POST_TRAINING:
+        shown = [f"{k.removeprefix('eval_')} {md[k]:.3g}" for k in POST_SHOWN if isinstance(md.get(k), (int, float))]
+        return f"step {md['step']}" + (", " + ", ".join(shown) if shown else "")
+    if asset == "base_model":
+        val = f"val_loss {md['val_loss']:.3f}" if "val_loss" in md else "no validation tokens"
+        return f"step {md['step']}, loss {md.get('loss', float('nan')):.3f}, {val}"
+    if asset == "eval_report":
+        return ", ".join(f"{s}: val_loss {md.get(f'{s}/val_loss', float('nan')):.3f}, "
+                         f"math {md.get(f'{s}/math_accuracy', 0):.0%}" for s in md["stages"])
+    if asset == "promoted_model":
+        return f"{md['registered_model']} v{md['version']} @{md['alias']}" + ("" if md["new_version"] else " (kept)")
+    if asset == "exported_model":
+        return f"{md['architecture']} step {md['step']}, {len(md['files'])} files"
+    if asset == "token_shards":
+        return f"{md['train_tokens']:,} train + {md['val_tokens']:,} val tokens"
+    return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
+
+
+def _token_summary(home: Path, shards: list[str], preset: str) -> None:
+    """Is the corpus big enough? Tokens against the model preset of the same name."""
+    from model.core.config import PRESETS, corpus_verdict
+    from stages.data.token_shards import corpus_tokens
+    from stages.data.tokenizer import TOKENIZER
+    from stages.store.outputs import DataStore
+
+    store = DataStore(home)
+    total = corpus_tokens(store, shards)
+    vocab = store.manifest(TOKENIZER)["stats"]["extra"]["vocab_size"]
+    print(f"tokens:             {total['train_tokens']:,} train + {total['val_tokens']:,} validation "
+          f"({total['shards']} of {len(shards)} shards encoded, vocabulary {vocab:,})")
+    for row in corpus_verdict(total["train_tokens"], vocab):
+        if row["preset"] == (preset if preset in PRESETS else "tiny"):
+            print(f"                    {row['tokens_per_parameter']} tokens per parameter for the "
+                  f"{row['preset']} model ({row['parameters'] / 1e6:.1f}M): {row['verdict']} (rule of thumb 20-100)")
+
+
+def _model_summary(metadata: dict, home: Path) -> None:
+    md = metadata.get("base_model")
+    if md is None:
+        return
+    ent = md.get("unigram_entropy")
+    if "val_loss" in md:
+        verdict = "below" if md["val_loss"] < ent else "NOT below"
+        print(f"base model:         validation loss {md['val_loss']:.3f} nats/token ({md.get('val_bpb', 0):.3f} "
+              f"bits/byte, perplexity {md.get('val_ppl', 0):.1f}), {verdict} the unigram entropy {ent:.3f}")
+    print(f"                    {md.get('tokens_seen', 0):,} tokens seen at step {md['step']}, "
+          f"{md.get('tokens_per_s', 0):,.0f} tokens/s; checkpoint {md['checkpoint']}")
+    from resources.tracking import MlflowTracking, is_server
+
+    tracking = MlflowTracking(home=str(home), tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", ""))
+    link = tracking.ui_url(md.get("mlflow_run_id", ""))
+    if is_server(tracking.uri()):
+        print(f"MLflow:             run {md.get('mlflow_run_id')}: {link}")
+    else:
+        print(f"MLflow:             run {md.get('mlflow_run_id')}: .venv/bin/mlflow ui --backend-store-uri "
+              f"{tracking.display_uri()}, then {link}")
+
+
+def _eval_summary(metadata: dict, home: Path) -> None:
+    mds = {k: m for k, m in metadata.items() if k in ("eval_report", "exported_model")}
+    if "eval_report" in mds:
+        md = mds["eval_report"]
+        print(f"evaluation report:  {home}/data/eval_report/report.md (and report.json, loss_curves.png, "
+              "math_accuracy.png)")
+        for s in md["stages"]:
+            print(f"                    {s}: perplexity {md.get(f'{s}/val_ppl', float('nan')):.1f}, "
+                  f"{md.get(f'{s}/val_bpb', float('nan')):.3f} bits/byte, held-out math "
+                  f"{md.get(f'{s}/math_accuracy', 0):.1%} ({md.get(f'{s}/math_rephrased', 0):.1%} reworded), "
+                  f"domain QA {md.get(f'{s}/domain_qa_nll', float('nan')):.2f} nats/token, "
+                  f"repeated 4-grams up to {md.get(f'{s}/repeat_4_max', 0):.2f}")
+    if "exported_model" in mds:
+        md = mds["exported_model"]
+        print(f"exported model:     {md['dir']} ({md['architecture']}; GGUF: "
+              f"{', '.join(f for f in md['files'] if f.endswith('.gguf')) or 'none'})")
+        print(f"talk to it:         .venv/bin/yunque chat --checkpoint {md['checkpoint']}")
+
+
+def _line(report) -> str:
+    """A finished run, in one line: what each asset did, then ok / FAILED, naming failed
+    checks. The assets whose lines came while the run went (`RunReport.shown`) are left
+    out, and so is the whole line of a run that has nothing more to say."""
+    if len(report.shards) > 1:  # a batch of shards: per asset, documents in and out and cache hits
+        parts = []
+        for name in dict.fromkeys(a for a, _ in report.per_shard):
+            mds = [m for (a, _), m in report.per_shard.items() if a == name]
+            cached = sum(bool(m.get("cached")) for m in mds)
+            docs = (f" {sum(m.get('documents_in', 0) for m in mds):,}->{sum(m.get('documents_out', 0) for m in mds):,}"
+                    if any("documents_in" in m for m in mds) else
+                    f", {sum(m.get('train_tokens', 0) for m in mds):,} train tokens"
+                    if any("train_tokens" in m for m in mds) else "")
+            parts.append(f"{name} {len(mds)} shards{docs}{f' ({cached} cached)' if cached else ''}")
+    else:
+        parts = [f"{name} {_describe(name, m)}{' (cached)' if m.get('cached') else ''}"
+                 for name, m in report.assets.items()
+                 if name not in report.shown]
+        if report.ok and report.shown and not parts and not report.failed_checks:
+            return ""
+    status = "ok" if report.ok else f"FAILED: {report.error}"
+    if report.failed_checks:
+        status += f" (checks failed: {', '.join(report.failed_checks)})"
+    return f"[{report.label}] {'; '.join(parts) or '-'}  {status}"
+
+
+def _settings(args: argparse.Namespace, home: Path, overrides: dict):
+    """What this run uses, and what the home will remember for the UI, sensors and schedules."""
+    from stages.store import home as home_settings
+
+    saved = home_settings.read(env.home_url())
+    corpus = args.corpus or saved.corpus or str(home / "sample")
+    new = dataclasses.replace(saved, corpus=corpus, preset=args.preset, overrides=overrides,
+                              s3_endpoint=args.s3_endpoint or saved.s3_endpoint)
+    return saved, new
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:  # before anything is fetched, created or run
+        _, overrides = cli_config.checked(args.preset, args.overrides)
+    except cli_config.BadConfig as e:
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 2
+    home = env.use_home(args.home)
+    try:
+        saved, chosen = _settings(args, home, overrides)
+    except ValueError as e:
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 2
+    if chosen.corpus == str(home / "sample") and not (home / "sample").exists():
+        print(f"no corpus given and no sample corpus in {home / 'sample'}: fetching it first")
+        if rc := _fetch(home / "sample"):
+            return rc
+    from stages.store import home as home_settings
+
+    url = env.home_url()
+    existed = home_settings.exists(url)
+    home_settings.write(url, chosen)
+    if existed and saved != chosen:
+        print(f"settings of this home ({url}/{home_settings.SETTINGS_FILE}): corpus {chosen.corpus}, "
+              f"preset {chosen.preset}, overrides {json.dumps(chosen.overrides) if chosen.overrides else 'none'}")
+    if args.in_process:
+        from yunque.cli.inprocess import run_in_process
+
+        return run_in_process(args, home, chosen, _line, _finish)
+    from yunque.cli.submit import run_backfill
+
+    return run_backfill(args, home, chosen, _line, _finish)
+
+
+def _finish(home: Path, reports: list, shards: list[str], preset: str) -> None:
+    """The summary after the runs: where everything landed, the figures of this run only."""
+    failed = [r for r in reports if not r.ok]
+    print(f"\n{len(reports)} runs over {len(shards)} shards, {len(failed)} failed.")
+    print(f"kept documents:     {home}/data/deduped_documents/*/*.parquet")
+    print(f"rejected documents: {home}/data/rejected_documents/*/*.parquet")
+    if (home / "data" / "tokenizer" / "tokenizer.json").exists():
+        _token_summary(home, shards, preset)
+        print(f"tokenizer:          {home}/data/tokenizer/ (transformers.AutoTokenizer.from_pretrained)")
+        print(f"token arrays:       {home}/data/token_shards/*/{{train,val}}.bin (+ header.json)")
+    metadata = {k: m for r in reports for k, m in r.assets.items()}
+    _model_summary(metadata, home)
+    _eval_summary(metadata, home)
+    print(f"Dagster UI:         .venv/bin/yunque --home {env.home_url()} ui")
+    checks = [c for r in reports for c in r.failed_checks]
+    if checks:
+        print(f"failed checks:      {', '.join(checks)}")
+    for r in failed:
+        print(f"  failed: {r.label}: {r.error} (run {r.run_id})", file=sys.stderr)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM (timeout, kill, a CI runner) cleans up as Ctrl-C does
+
+
+def parser() -> argparse.ArgumentParser:
+    """Every subcommand and flag (the docs are checked against it: tests/test_docs.py)."""
+    p = argparse.ArgumentParser(prog="yunque", description=__doc__)
+    p.add_argument("--home", help="output and instance root: a directory, or s3://bucket/prefix (any fsspec URL; "
+                                  "a local cache of it under $YUNQUE_CACHE or ~/.cache/yunque) (default "
+                                  "$YUNQUE_HOME or ./.yunque)")
+    p.add_argument("--s3-endpoint", dest="home_endpoint",
+                   help="endpoint URL of an S3-compatible store (MinIO, ...) for the home and the corpus "
+                        "(sets YUNQUE_S3_ENDPOINT)")
+    sub = p.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fetch-sample", help="build the Spanish sample corpus from Debian doc packages")
+    f.add_argument("--dest", help="where to put the shards (default $YUNQUE_HOME/sample)")
+    f.set_defaults(fn=cmd_fetch_sample)
+    r = sub.add_parser("run", help="materialize the graph for every shard of a corpus")
+    r.add_argument("--corpus", help="DIR or s3://bucket/prefix, one shard per subdirectory/file (default: sample)")
+    r.add_argument("--select", help="Dagster asset selection, e.g. 'key:raw_documents+' (default: everything)")
+    r.add_argument("--preset", default=DEFAULT_PRESET, help=f"configuration preset (default {DEFAULT_PRESET})")
+    r.add_argument("--overrides", help='JSON of dotted config overrides, e.g. \'{"langid.threshold": 0.5}\'')
+    r.add_argument("--s3-endpoint", help="endpoint URL of an S3-compatible store")
+    r.add_argument("--in-process", action="store_true",
+                   help="debugging: run the assets in this process, one run after another, without the "
+                        "daemon (no run queue, no concurrency)")
+    r.set_defaults(fn=cmd_run)
+    add_commands(sub)
+    cli_config.add_commands(sub)
+    cli_ui.add_commands(sub)
+    cli_node.add_parser(sub)
+    cli_inspect.add_parser(sub)
+    cli_calibrate.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    env.apply()
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
+    args = parser().parse_args(argv)
+    endpoint = args.home_endpoint or getattr(args, "s3_endpoint", None)
+    if endpoint:  # the runs, the daemon and the training processes inherit it
+        os.environ["YUNQUE_S3_ENDPOINT"] = endpoint
+    try:
+        return args.fn(args)
+    except Exception as e:
+        from yunque import faults
+
+        home = Path(os.environ["YUNQUE_HOME"]) if "://" not in os.environ.get("YUNQUE_HOME", "://") else None
+        status = faults.report(args.command, e, home)
+        if status is None:
+            raise
+        return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""`yunque generate | chat | eval | export | lineage`: use a checkpoint directly, without Dagster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from stages.preset_names import DEFAULT_PRESET
+
+
+def _load(path: str, int8: bool = False):
+    from model.checkpoint.load import LoadError, load
+
+    try:
+        loaded = load(path)
+    except (LoadError, FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"yunque: cannot use checkpoint {path}: {e}") from None
+    if int8:
+        from model.export.quantize import quantize_int8
+
+        quantize_int8(loaded.model)
+    return loaded
+
+
+def _sampling(args: argparse.Namespace, tok):
+    from model.infer.generate import Sampling
+
+    return Sampling(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                    top_p=args.top_p, stop=tok.stop_ids, seed=args.seed)
+
+
+def _max_new(loaded, wanted: int) -> int:
+    """At most half the context: the prompt (or the conversation) keeps the other half."""
+    cap = max(1, loaded.config.context // 2)
+    if wanted > cap:
+        print(f"(--max-new-tokens {wanted} lowered to {cap}, half the model's context of "
+              f"{loaded.config.context}, to leave room for the prompt)", file=sys.stderr)
+    return max(1, min(wanted, cap))
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from model.infer.generate import generate
+
+    loaded = _load(args.checkpoint, args.int8)
+    tok = loaded.tokenizer
+    args.max_new_tokens = _max_new(loaded, args.max_new_tokens)
+    prompt = tok.encode_chat([{"role": "user", "content": args.prompt}]) if args.chat else tok.encode(args.prompt)
+    if not prompt:
+        prompt = [tok.eot_id]  # an empty prompt: continue from the start of a document
+    out = generate(loaded.model, [prompt], _sampling(args, tok), pad_id=tok.eot_id)[0]
+    print(tok.decode(out))
+    return 0
+
+
+def _stream_reply(loaded, ids: list[int], sampling) -> list[int]:
+    """Print the reply as it is produced; multi-byte characters are printed once whole."""
+    from model.infer.generate import generate
+
+    tok, out, shown = loaded.tokenizer, [], ""
+
+    def emit(_row: int, token: int) -> None:
+        nonlocal shown
+        out.append(token)
+        text = tok.decode(out)
+        if not text.endswith("\ufffd"):  # not in the middle of a UTF-8 sequence
+            sys.stdout.write(text[len(shown):])
+            sys.stdout.flush()
+            shown = text
+
+    try:
+        generate(loaded.model, [ids], sampling, pad_id=tok.eot_id, on_token=emit)
+    except KeyboardInterrupt:  # Ctrl-C stops this reply, not the session
+        sys.stdout.write(tok.decode(out)[len(shown):] + " (interrupted)\n")
+        return out
+    sys.stdout.write(tok.decode(out)[len(shown):] + "\n")
+    return out
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from model.core.chat import fit_history
+
+    loaded = _load(args.checkpoint, args.int8)
+    tok = loaded.tokenizer
+    args.max_new_tokens = _max_new(loaded, args.max_new_tokens)
+    sampling = _sampling(args, tok)
+    history = [{"role": "system", "content": args.system}] if args.system else []
+    print(f"chatting with {loaded.checkpoint.path} (step {loaded.checkpoint.step}, "
+          f"{loaded.config.num_params() / 1e6:.1f}M parameters, context {loaded.config.context}); "
+          "/reset clears the conversation, /exit or Ctrl-D ends it", file=sys.stderr)
+    while True:
+        try:
+            line = input("> ")
+        except (EOFError, KeyboardInterrupt):
+            print(file=sys.stderr)
+            return 0
+        if line.strip() in ("/exit", "/quit"):
+            return 0
+        if line.strip() == "/reset":
+            history = history[:1] if args.system else []
+            continue
+        if not line.strip():
+            continue
+        history.append({"role": "user", "content": line})
+        history, dropped = fit_history(tok, history, loaded.config.context - sampling.max_new_tokens)
+        if dropped:
+            print(f"(the conversation outgrew the context of {loaded.config.context} tokens: "
+                  f"the oldest {dropped} message(s) are forgotten)", file=sys.stderr)
+        reply = _stream_reply(loaded, tok.encode_chat(history), sampling)
+        history.append({"role": "assistant", "content": tok.decode(reply)})
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from model.infer.evaluate import evaluate_loaded
+    from stages.config import preset
+
+    cfg = preset(args.preset).eval
+    if args.problems:
+        cfg.math_problems = args.problems
+    loaded = _load(args.checkpoint)
+    progress = None if args.json else (lambda msg: print(msg, file=sys.stderr))
+    try:
+        row = evaluate_loaded(loaded, cfg, gsm8k=args.gsm8k, progress=progress)
+    except (OSError, ValueError) as e:
+        print(f"yunque eval: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(row, ensure_ascii=False))
+        return 0
+    from stages.evaluation.report import build, markdown
+
+    print(markdown(build({"checkpoint": row}, {}, cfg.overfit_window, cfg.repetition_threshold)))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from model.export.hf import export_hf
+    from yunque.cli.lineage import export_lineage
+
+    loaded = _load(args.checkpoint)
+    types = [t for t in args.gguf_types.split(",") if t] if args.gguf else []
+    try:
+        # a recorded checkpoint's chain travels with the export (`yunque lineage OUT`)
+        record = export_hf(loaded, Path(args.out), args.dtype, types, lineage=export_lineage(loaded.checkpoint.path))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"yunque export: {e}") from None
+    for name, size in record["files"].items():
+        print(f"{args.out}/{name}: {size / 1e6:.1f} MB")
+    print(f"transformers: AutoModelForCausalLM.from_pretrained({args.out!r})"
+          + (f"; llama.cpp: llama-cli -m {args.out}/model-{types[0]}.gguf" if types else ""))
+    return 0
+
+
+def add_commands(sub) -> None:
+    from stages.config import PRESETS
+    from yunque.cli.lineage import add_command as add_lineage
+
+    def sampling_args(p, tokens: int, temperature: float) -> None:
+        p.add_argument("--checkpoint", required=True,
+                       help="a step-NNNNNNNN directory, or a training asset's (e.g. .yunque/data/base_model)")
+        p.add_argument("--max-new-tokens", type=int, default=tokens)
+        p.add_argument("--temperature", type=float, default=temperature, help="0 is greedy")
+        p.add_argument("--top-k", type=int, default=50)
+        p.add_argument("--top-p", type=float, default=0.95)
+        p.add_argument("--seed", type=int, default=None)
+        p.add_argument("--int8", action="store_true",
+                       help="int8 weights (CPU): about a third of the memory, faster on memory-bound CPUs")
+
+    g = sub.add_parser("generate", help="continue a prompt (prints only the continuation)")
+    sampling_args(g, 128, 0.0)
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn of the chat template")
+    g.set_defaults(fn=cmd_generate)
+    c = sub.add_parser("chat", help="talk to a checkpoint (streamed, history kept)")
+    sampling_args(c, 128, 0.7)
+    c.add_argument("--system", help="a system message to start the conversation with")
+    c.set_defaults(fn=cmd_chat)
+    e = sub.add_parser("eval", help="the evaluation report's row for one checkpoint")
+    e.add_argument("--checkpoint", required=True)
+    e.add_argument("--gsm8k", help="a GSM8K-format jsonl (question, answer ending in '#### N') to score")
+    e.add_argument("--problems", type=int, help="held-out generated problems (default: the preset's)")
+    e.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
+                   help="evaluation settings of this preset")
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.set_defaults(fn=cmd_eval)
+    x = sub.add_parser("export", help="write a Hugging Face directory (and GGUF files)")
+    x.add_argument("--checkpoint", required=True)
+    x.add_argument("--out", required=True)
+    x.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    x.add_argument("--gguf", action="store_true", help="also GGUF files for llama.cpp (see --gguf-types)")
+    x.add_argument("--gguf-types", default="f16,q8_0,q4_0", help="comma-separated GGUF types (default: all three)")
+    x.set_defaults(fn=cmd_export)
+    add_lineage(sub)
