@@ -39,7 +39,7 @@ def evaluate(model: torch.nn.Module, cfg: TrainConfig, d: parallel.Dist) -> dict
             total += torch.tensor([loss.item() * y.numel(), y.numel()], dtype=torch.float64, device=d.device)
     if d.world > 1:
         dist.all_reduce(total)
-    model.pretrain.train()
+    model.train()
     if total[1] == 0:
         return {}
     loss = (total[0] / total[1]).item()
