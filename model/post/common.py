@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 
 from model.checkpoint.load import Loaded
+from model.core.batches import Epochs
 from model.post.config import StageConfig
 from pipelines.tasks import post_data
 
@@ -22,6 +23,7 @@ class Stage:
 
     module: torch.nn.Module
     trains_lm = True  # False: a head's loss only (the reward model); no replay of pretraining text
+    batches: Epochs | None = None  # the order of the stage's examples: its state resumes a run exactly
 
     def __init__(self, cfg: StageConfig, loaded: Loaded, d, run: dict, report):
         self.cfg, self.loaded, self.d, self.run, self.report = cfg, loaded, d, run, report
@@ -55,10 +57,11 @@ class Stage:
         pass
 
     def state_dict(self) -> dict:
-        return {}
+        return {"batches": self.batches.state_dict()} if self.batches is not None else {}
 
     def load_state_dict(self, state: dict) -> None:
-        pass
+        if state and self.batches is not None:
+            self.batches.load_state_dict(state["batches"])
 
 
 def frozen_copy(module: torch.nn.Module) -> torch.nn.Module:

@@ -94,10 +94,3 @@ class Preference(Stage):
         self.module.train()
         n = sum(k for k, _ in parts)
         return {key: round(sum(k * m[key] for k, m in parts) / n, 4) for key in parts[0][1]}
-
-    def state_dict(self) -> dict:
-        return {"batches": self.batches.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state:
-            self.batches.load_state_dict(state["batches"])

@@ -124,13 +124,6 @@ class _RL(Stage):
         self.loaded.model.train()
         return {"dev_accuracy": r["accuracy"], "dev_format_rate": r["format_rate"]}
 
-    def state_dict(self) -> dict:
-        return {"batches": self.batches.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state:
-            self.batches.load_state_dict(state["batches"])
-
 
 class GRPO(_RL):
     cfg: GRPOConfig

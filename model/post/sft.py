@@ -87,13 +87,6 @@ class SFT(Stage):
         self.module.train()
         return {"loss": round(total / max(count, 1), 5)}
 
-    def state_dict(self) -> dict:
-        return {"batches": self.batches.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state:
-            self.batches.load_state_dict(state["batches"])
-
 
 def score_rows(tok, pairs) -> list[Encoded]:
     """chosen_0, rejected_0, chosen_1, ... each the prompt, the reply and <|end|>."""
@@ -168,10 +161,3 @@ class Reward(Stage):
 
     def load_heads(self, weights: dict[str, torch.Tensor]) -> None:
         self.module.load_heads(weights)
-
-    def state_dict(self) -> dict:
-        return {"batches": self.batches.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state:
-            self.batches.load_state_dict(state["batches"])
