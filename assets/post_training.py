@@ -4,24 +4,26 @@ like base_model, tracked in MLflow, checkpointed and resumed from its last check
 Each starts from its parent's recorded checkpoint and, on success, records its own
 (data/<asset>/materialized.json, stages.training.lineage)."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
-from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import image, rows_table
-from assets.model_plan import plan_tags
-from model.checkpoint.files import all_checkpoints
-from resources import MlflowTracking, TorchrunLauncher, YunqueSettings
+from assets.training_asset import training_asset
+from model.checkpoint.files import Checkpoint, all_checkpoints
+from resources import CorpusStorage, MlflowTracking, YunqueSettings
 from stages.reports import post_training as post_report
 from stages.reports.loss_curve import read_metrics
-from stages.training.lineage import LineageError, finished_checkpoint, record_materialized
+from stages.store.outputs import DataStore
+from stages.training.lineage import LineageError, finished_checkpoint
 from stages.training.post_train import (
     CHAIN,
     POST_CODE_VERSION,
     PostTrainError,
     prepare_post,
 )
+from stages.training.pretrain import RunSpec
 
 DESCRIPTIONS = {
     "sft_model": "Supervised fine-tuning of base_model on chat conversations (built-in: math problems with worked "
@@ -47,11 +49,6 @@ CHECKS = {
     "ppo_model": (post_report.NO_HACKING, _NO_HACKING),
     "grpo_model": (post_report.NO_HACKING, _NO_HACKING),
 }
-
-
-# A crash (out of memory, a lost node) is worth retrying: the program resumes exactly from
-# its last checkpoint, so a retry costs only the steps since. Refusals are not retried.
-RETRY = dg.RetryPolicy(max_retries=2, delay=10)
 
 
 def _result(asset: str, spec, checkpoint, cached: bool, reported: dict, record: dict,
@@ -82,42 +79,55 @@ def _result(asset: str, spec, checkpoint, cached: bool, reported: dict, record: 
                                 check_results=[check], tags=planned)
 
 
-def _post_asset(asset: str):
-    stage, parent = CHAIN[asset]
-    deps = [parent, *(["reward_model"] if stage == "ppo" else [])]  # PPO is scored by the reward model
+class PostTraining:
+    """A post-training stage's way through the training skeleton (assets.training_asset)."""
 
-    @dg.asset(name=asset, deps=deps, group_name="post_training", kinds={"pytorch", "mlflow"},
-              pool=TRAINING_POOL, code_version=POST_CODE_VERSION, description=DESCRIPTIONS[asset],
-              check_specs=[dg.AssetCheckSpec(CHECKS[asset][0], asset=asset)], retry_policy=RETRY)
-    def _asset(context: dg.AssetExecutionContext, settings: YunqueSettings, launcher: TorchrunLauncher,
-               mlflow: MlflowTracking) -> dg.MaterializeResult:
-        planned = plan_tags(context, settings)  # what it starts from, for `yunque run`'s up-to-date check
-        store = settings.store()
+    module = "model.post.train"
+
+    def __init__(self, asset: str):
+        self.asset = asset
+
+    def prepare(self, context: dg.AssetExecutionContext, settings: YunqueSettings, store: DataStore,
+                corpus: CorpusStorage) -> RunSpec:
         try:
-            spec = prepare_post(store, settings.data_config(), asset)
+            return prepare_post(store, settings.data_config(), self.asset)
         except (PostTrainError, LineageError, ValueError) as e:
             raise dg.Failure(str(e), allow_retries=False) from e  # a missing parent stays missing
-        # the run's last step, verified once before and once after training (each hashes every file)
-        found = finished_checkpoint(spec)
-        cached = found is not None
-        reported = {}
-        if cached:
-            context.log.info(f"{spec.dir} holds this run's last step ({spec.steps}): nothing to train")
-        else:
-            newest = all_checkpoints(spec.dir)  # where the program resumes (it verifies the step itself)
-            tags = {"yunque.stage": spec.config["stage"], "yunque.init_checkpoint": spec.config["init"],
-                    "yunque.resumed_from_step": str(newest[-1].step if newest else 0)}
-            reported = run_program(context, spec, launcher, mlflow, "model.post.train", tags,
-                                   plots=lambda: post_report.plot_run(spec), store=store)
-            found = finished_checkpoint(spec)
-        if found is None:
-            raise dg.Failure(f"{asset}: training finished but left no intact checkpoint at step {spec.steps} "
-                             f"under {spec.dir}")
-        runs = spec.record().get("mlflow_runs", [])
-        record = record_materialized(store, asset, spec, found, context.run.run_id, runs[-1] if runs else "")
-        return _result(asset, spec, found, cached, reported, record, planned)
 
-    return _asset
+    def finished(self, spec: RunSpec) -> Checkpoint | None:
+        # the run's last step, verified once before and once after training (each hashes every file)
+        return finished_checkpoint(spec)
+
+    def consumed(self, end: Checkpoint) -> Checkpoint:
+        return end
+
+    def nothing_to_do(self, spec: RunSpec, end: Checkpoint) -> str:
+        return f"{spec.dir} holds this run's last step ({spec.steps}): nothing to train"
+
+    def starting(self, spec: RunSpec) -> None:
+        return None
+
+    def tags(self, spec: RunSpec) -> dict[str, str]:
+        newest = all_checkpoints(spec.dir)  # where the program resumes (it verifies the step itself)
+        return {"yunque.stage": spec.config["stage"], "yunque.init_checkpoint": spec.config["init"],
+                "yunque.resumed_from_step": str(newest[-1].step if newest else 0)}
+
+    def plots(self, spec: RunSpec) -> Callable[[], list[Path]]:
+        return lambda: post_report.plot_run(spec)
+
+    def after_training(self, mlflow: MlflowTracking, spec: RunSpec, end: Checkpoint) -> None:
+        pass
+
+    def result(self, spec: RunSpec, end: Checkpoint, cached: bool, reported: dict, record: dict,
+               planned: dict[str, str]) -> dg.MaterializeResult:
+        return _result(self.asset, spec, end, cached, reported, record, planned)
+
+
+def _post_asset(asset: str) -> dg.AssetsDefinition:
+    stage, parent = CHAIN[asset]
+    deps = [parent, *(["reward_model"] if stage == "ppo" else [])]  # PPO is scored by the reward model
+    return training_asset(PostTraining(asset), deps=deps, group_name="post_training", code_version=POST_CODE_VERSION,
+                          description=DESCRIPTIONS[asset], check=CHECKS[asset][0])
 
 
 sft_model = _post_asset("sft_model")

@@ -4,17 +4,15 @@ import json
 
 import dagster as dg
 
-from assets.launching import TRAINING_POOL, run_program
 from assets.metadata import image, rows_table
-from assets.model_plan import plan_tags
 from assets.partitions import consumed_shards
 from assets.tokens import token_shards, tokenizer
+from assets.training_asset import training_asset
+from model.checkpoint.files import Checkpoint, weights_sha256
 from model.checkpoint.files import latest as latest_checkpoint
-from model.checkpoint.files import weights_sha256
-from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
+from resources import CorpusStorage, MlflowTracking, YunqueSettings
 from stages.reports import loss_curve
 from stages.store.outputs import DataStore
-from stages.training.lineage import record_materialized
 from stages.training.pretrain import (
     BASE_MODEL,
     CODE_VERSION,
@@ -28,69 +26,68 @@ from stages.training.pretrain import (
 BEATS_UNIGRAM = "val_loss_below_unigram_entropy"
 
 
-# Exact resume makes a retry cheap: it continues from the last checkpoint, not from step 0.
-RETRY = dg.RetryPolicy(max_retries=2, delay=10)
+class Pretraining:
+    """base_model's way through the training skeleton (assets.training_asset)."""
 
+    asset = BASE_MODEL
+    module = "model.pretrain.train"
 
-@dg.asset(deps=[tokenizer, token_shards], group_name="training", kinds={"pytorch", "mlflow"}, pool=TRAINING_POOL,
-          code_version=CODE_VERSION, check_specs=[dg.AssetCheckSpec(BEATS_UNIGRAM, asset=BASE_MODEL)],
-          retry_policy=RETRY)
-def base_model(context: dg.AssetExecutionContext, settings: YunqueSettings, launcher: TorchrunLauncher,
-               mlflow: MlflowTracking, corpus: CorpusStorage) -> dg.MaterializeResult:
-    """A decoder-only transformer pretrained on the token shards' training split, with
-    validation loss, perplexity and bits per byte; checkpoints under data/base_model/
-    (the directory resolves to its latest intact checkpoint). When only the shards changed
-    since a finished run, it continues that run on the new shards with a replay of the old."""
-    planned = plan_tags(context, settings)  # what it starts from, for `yunque run`'s up-to-date check
-    store = settings.store()
-    cfg = settings.data_config()
-    chosen = consumed_shards(context, settings, corpus, "token_shards")
-    if chosen.pending:  # training without them would silently be a model of part of the corpus
-        raise dg.Failure(f"shards not encoded yet: {sorted(chosen.pending)}; materialize token_shards for them "
-                         "(or remove them from the corpus) first", allow_retries=False)
-    try:
-        spec = prepare(store, chosen.ready, cfg, BASE_MODEL)
-    except PretrainError as e:
-        raise dg.Failure(str(e), allow_retries=False) from e  # a refusal is the same on every attempt
-    entropy = loss_curve.unigram_entropy(spec.config["train"]["shards"])
-    # the run's own last step (or its early stop), intact: an older fallback checkpoint would be refused downstream
-    try:
-        end = run_end(spec)
-    except PretrainError as e:
-        raise dg.Failure(str(e), allow_retries=False) from e
-    cached = end is not None
-    reported = {}
-    if cached:
-        context.log.info(f"{end.last.path} is where this run ended ({end.early_stop or f'its last step, {spec.steps}'}):"
-                         " nothing to train")
-    else:
-        context.log.info(f"{spec.lineage['start']}; steps {spec.start_step}..{spec.steps}")
-        newest = latest_checkpoint(spec.dir)
-        reported = _train(context, spec, launcher, mlflow, resumed_from=newest.step if newest else spec.start_step,
-                          store=store)
+    def prepare(self, context: dg.AssetExecutionContext, settings: YunqueSettings, store: DataStore,
+                corpus: CorpusStorage) -> RunSpec:
+        chosen = consumed_shards(context, settings, corpus, "token_shards")
+        if chosen.pending:  # training without them would silently be a model of part of the corpus
+            raise dg.Failure(f"shards not encoded yet: {sorted(chosen.pending)}; materialize token_shards for them "
+                             "(or remove them from the corpus) first", allow_retries=False)
         try:
-            end = run_end(spec)
+            return prepare(store, chosen.ready, settings.data_config(), BASE_MODEL)
+        except PretrainError as e:
+            raise dg.Failure(str(e), allow_retries=False) from e  # a refusal is the same on every attempt
+
+    def finished(self, spec: RunSpec) -> RunEnd | None:
+        # the run's own last step (or its early stop), intact: an older fallback checkpoint would be refused downstream
+        try:
+            return run_end(spec)
         except PretrainError as e:
             raise dg.Failure(str(e), allow_retries=False) from e
-        if end is None:
-            raise dg.Failure(f"training finished but left no intact checkpoint at step {spec.steps} (nor an early "
-                             f"stop) under {spec.dir}")
+
+    def consumed(self, end: RunEnd) -> Checkpoint:
+        return end.recorded  # the best checkpoint: what eval_report, export and the post-training chain consume
+
+    def nothing_to_do(self, spec: RunSpec, end: RunEnd) -> str:
+        return f"{end.last.path} is where this run ended ({end.early_stop or f'its last step, {spec.steps}'}): " \
+               "nothing to train"
+
+    def starting(self, spec: RunSpec) -> str:
+        return f"{spec.lineage['start']}; steps {spec.start_step}..{spec.steps}"
+
+    def tags(self, spec: RunSpec) -> dict[str, str]:
+        newest = latest_checkpoint(spec.dir)
+        tags = {"yunque.tokenizer_version": spec.lineage["tokenizer_hash"],
+                "yunque.token_shards_versions": json.dumps(spec.lineage["token_shards"], sort_keys=True),
+                "yunque.resumed_from_step": str(newest.step if newest else spec.start_step),
+                "yunque.start": spec.lineage.get("start", "")}
+        if cont := spec.continued_from:
+            tags |= {"yunque.continued_from": cont["run_key"], "yunque.continued_from_step": str(cont["step"])}
+        return tags | {f"yunque.token_shards.{s}": v for s, v in spec.lineage["token_shards"].items()}
+
+    def plots(self, spec: RunSpec) -> None:
+        return None  # the loss curve, which run_program draws by default
+
+    def after_training(self, mlflow: MlflowTracking, spec: RunSpec, end: RunEnd) -> None:
         log_tokens_per_source(mlflow, spec, end)
-    # what eval_report, export and the post-training chain consume (stages.training.lineage): the best checkpoint
-    runs = spec.record().get("mlflow_runs", [])
-    record_materialized(store, BASE_MODEL, spec, end.recorded, context.run.run_id, runs[-1] if runs else "")
-    return _result(spec, end, cached, entropy, reported, planned)
+
+    def result(self, spec: RunSpec, end: RunEnd, cached: bool, reported: dict, record: dict,
+               planned: dict[str, str]) -> dg.MaterializeResult:
+        entropy = loss_curve.unigram_entropy(spec.config["train"]["shards"])
+        return _result(spec, end, cached, entropy, reported, planned)
 
 
-def _train(context: dg.AssetExecutionContext, spec: RunSpec, launcher: TorchrunLauncher, mlflow: MlflowTracking,
-           resumed_from: int, store: DataStore) -> dict:
-    tags = {"yunque.tokenizer_version": spec.lineage["tokenizer_hash"],
-            "yunque.token_shards_versions": json.dumps(spec.lineage["token_shards"], sort_keys=True),
-            "yunque.resumed_from_step": str(resumed_from), "yunque.start": spec.lineage.get("start", "")}
-    if cont := spec.continued_from:
-        tags |= {"yunque.continued_from": cont["run_key"], "yunque.continued_from_step": str(cont["step"])}
-    tags |= {f"yunque.token_shards.{s}": v for s, v in spec.lineage["token_shards"].items()}
-    return run_program(context, spec, launcher, mlflow, "model.pretrain.train", tags, store=store)
+base_model = training_asset(
+    Pretraining(), deps=[tokenizer, token_shards], group_name="training", code_version=CODE_VERSION, check=BEATS_UNIGRAM,
+    description="A decoder-only transformer pretrained on the token shards' training split, with validation loss, "
+                "perplexity and bits per byte; checkpoints under data/base_model/ (the directory resolves to its "
+                "latest intact checkpoint). When only the shards changed since a finished run, it continues that "
+                "run on the new shards with a replay of the old.")
 
 
 def log_tokens_per_source(mlflow: MlflowTracking, spec: RunSpec, end: RunEnd) -> None:
