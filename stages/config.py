@@ -111,7 +111,24 @@ def tiny() -> YunqueConfig:
     return cfg
 
 
-PRESETS: dict[str, Callable[[], YunqueConfig]] = {"default": default, "tiny": tiny}
+def smoke() -> YunqueConfig:
+    """The whole graph in minutes on any small corpus: every asset materializes, with the
+    tiny model, a 512-token vocabulary and a few steps of each training (a check of the
+    plumbing on your own data before a real run; the model it trains is not meant to be
+    good). docs/recipes.md says when to use it."""
+    cfg = tiny()
+    cfg.tokenizer.vocab_size = 512  # a small corpus supports a few hundred merges, not thousands
+    cfg.train = dataclasses.replace(cfg.train, steps=20, batch_size=4, seq_len=64, warmup=2, eval_every=10,
+                                    eval_batches=2, checkpoint_every=10, compile=False, warmup_probe_steps=1,
+                                    early_stop_patience=0)
+    cfg.post = post_presets.smoke()
+    cfg.eval = dataclasses.replace(cfg.eval, math_problems=8, sample_tokens=16, math_max_new_tokens=16, val_batches=2)
+    # its own registered model: a smoke run's export never becomes the real model's champion
+    cfg.promotion = dataclasses.replace(cfg.promotion, registered_model="yunque-smoke")
+    return cfg
+
+
+PRESETS: dict[str, Callable[[], YunqueConfig]] = {"default": default, "tiny": tiny, "smoke": smoke}
 if tuple(PRESETS) != RUN_PRESETS or DEFAULT_PRESET not in PRESETS:  # the names the CLI knows without this module
     raise RuntimeError(f"stages.preset_names {RUN_PRESETS} / {DEFAULT_PRESET!r} do not match PRESETS {tuple(PRESETS)}")
 _ADAPTER = TypeAdapter(YunqueConfig)

@@ -3,5 +3,5 @@ apart from `stages.config` (which builds them) so that the CLI can name them wit
 importing the configuration tree; model shapes have names of their own
 (`model.core.config.PRESETS`: tiny, small, gpt2_125m, ...)."""
 
-RUN_PRESETS = ("default", "tiny")
+RUN_PRESETS = ("default", "tiny", "smoke")
 DEFAULT_PRESET = "tiny"

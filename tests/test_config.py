@@ -103,3 +103,17 @@ def test_schema_describes_every_section():
     for name in ("reader", "filters", "langid", "dedup", "tokenizer", "model", "train", "post", "eval", "export"):
         assert name in s["properties"]
     assert '"fp32"' in text and '"minimum": 1' in text
+
+
+def test_smoke_is_every_stage_of_tiny_made_short_and_never_the_champion():
+    """`smoke` trains the same model shape as `tiny` with a few steps of every training
+    stage, and registers its export under a name of its own."""
+    smoke, tiny = preset("smoke"), preset("tiny")
+    assert smoke.model == tiny.model
+    assert smoke.train.steps < tiny.train.steps and smoke.train.steps <= 20 and not smoke.train.compile
+    for stage in ("sft", "reward", "dpo", "ppo", "grpo"):
+        short, full = getattr(smoke.post, stage), getattr(tiny.post, stage)
+        assert 0 < short.steps <= 4 < full.steps, stage
+        assert short.eval_every <= short.steps and short.checkpoint_every <= short.steps, stage
+    assert smoke.eval.math_problems < tiny.eval.math_problems
+    assert smoke.promotion.registered_model != tiny.promotion.registered_model

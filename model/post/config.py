@@ -160,3 +160,14 @@ def tiny() -> PostTrainConfig:
                       reward_model_weight=0.25, lam=1.0, **rl),
         grpo=GRPOConfig(steps=40, batch_size=16, lr=5e-5, min_lr=5e-6, warmup=5, **rl),
     )
+
+
+def smoke() -> PostTrainConfig:
+    """Every stage of the chain runs, a few steps each on a few dozen examples: the plumbing
+    on the user's own corpus in minutes, not a model (stages.config.smoke)."""
+    few = {"steps": 4, "batch_size": 4, "warmup": 1, "eval_every": 2, "checkpoint_every": 2, "examples": 48,
+           "heldout_fraction": 0.25}
+    rl = few | {"dev_problems": 4, "max_new_tokens": 16}
+    return PostTrainConfig(sft=SFTConfig(**few, domain_qa=16, chitchat=16), reward=RewardConfig(**few),
+                           dpo=DPOConfig(**few), ppo=PPOConfig(**rl), grpo=GRPOConfig(**rl, group=2))
+
