@@ -89,14 +89,15 @@ def corpus_verdict(train_tokens: int, vocab_size: int) -> list[dict]:
     """Tokens per parameter for every preset at this vocabulary, against the 20-100x
     rule of thumb (Chinchilla's ~20 is compute-optimal; small models keep improving to
     100x and beyond)."""
-    rows = []
-    for name, make in PRESETS.items():
-        params = make().num_params(vocab_size)
-        ratio = train_tokens / params
-        verdict = "too few tokens" if ratio < 20 else ("in range" if ratio <= 100 else "more than enough")
-        rows.append({"preset": name, "parameters": params, "tokens_per_parameter": round(ratio, 3),
-                     "verdict": verdict})
-    return rows
+    return [{"preset": name} | tokens_verdict(train_tokens, make(), vocab_size) for name, make in PRESETS.items()]
+
+
+def tokens_verdict(train_tokens: int, model: ModelConfig, vocab_size: int) -> dict:
+    """One model's parameters and tokens per parameter, against the 20-100x rule."""
+    params = model.num_params(vocab_size)
+    ratio = train_tokens / params
+    verdict = "too few tokens" if ratio < 20 else ("in range" if ratio <= 100 else "more than enough")
+    return {"parameters": params, "tokens_per_parameter": round(ratio, 3), "verdict": verdict}
 
 
 @section

@@ -25,5 +25,5 @@ def run_in_process(args: argparse.Namespace, home: Path, chosen, line: Callable,
     except ValueError as e:
         print(f"yunque run: {e}", file=sys.stderr)
         return 2
-    finish(home, summary.runs, summary.shards, chosen.preset)
+    finish(home, summary.runs, summary.shards, chosen)
     return 0 if summary.ok else 1

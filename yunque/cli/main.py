@@ -9,8 +9,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stages.preset_names import DEFAULT_PRESET
+
+if TYPE_CHECKING:
+    from stages.store.home import HomeSettings
 from yunque import env
 from yunque.cli import calibrate as cli_calibrate
 from yunque.cli import config as cli_config
@@ -78,9 +82,11 @@ def _figures(asset: str, md: dict) -> str:
     return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
 
 
-def _token_summary(home: Path, shards: list[str], preset: str) -> None:
-    """Is the corpus big enough? Tokens against the model preset of the same name."""
-    from model.core.config import PRESETS, corpus_verdict
+def _token_summary(home: Path, shards: list[str], chosen: HomeSettings) -> None:
+    """Is the corpus big enough for the model this run trains (its run preset's model
+    with the overrides, `model.*` included)?"""
+    from model.core.config import tokens_verdict
+    from stages.config import preset
     from stages.data.token_shards import corpus_tokens
     from stages.data.tokenizer import TOKENIZER
     from stages.store.outputs import DataStore
@@ -90,10 +96,9 @@ def _token_summary(home: Path, shards: list[str], preset: str) -> None:
     vocab = store.manifest(TOKENIZER)["stats"]["extra"]["vocab_size"]
     print(f"tokens:             {total['train_tokens']:,} train + {total['val_tokens']:,} validation "
           f"({total['shards']} of {len(shards)} shards encoded, vocabulary {vocab:,})")
-    for row in corpus_verdict(total["train_tokens"], vocab):
-        if row["preset"] == (preset if preset in PRESETS else "tiny"):
-            print(f"                    {row['tokens_per_parameter']} tokens per parameter for the "
-                  f"{row['preset']} model ({row['parameters'] / 1e6:.1f}M): {row['verdict']} (rule of thumb 20-100)")
+    row = tokens_verdict(total["train_tokens"], preset(chosen.preset, chosen.overrides).model, vocab)
+    print(f"                    {row['tokens_per_parameter']} tokens per parameter for the {chosen.preset} "
+          f"preset's model ({row['parameters'] / 1e6:.1f}M): {row['verdict']} (rule of thumb 20-100)")
 
 
 def _model_summary(metadata: dict, home: Path) -> None:
@@ -207,14 +212,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_backfill(args, home, chosen, _line, _finish)
 
 
-def _finish(home: Path, reports: list, shards: list[str], preset: str) -> None:
+def _finish(home: Path, reports: list, shards: list[str], chosen: HomeSettings) -> None:
     """The summary after the runs: where everything landed, the figures of this run only."""
     failed = [r for r in reports if not r.ok]
     print(f"\n{len(reports)} runs over {len(shards)} shards, {len(failed)} failed.")
     print(f"kept documents:     {home}/data/deduped_documents/*/*.parquet")
     print(f"rejected documents: {home}/data/rejected_documents/*/*.parquet")
     if (home / "data" / "tokenizer" / "tokenizer.json").exists():
-        _token_summary(home, shards, preset)
+        _token_summary(home, shards, chosen)
         print(f"tokenizer:          {home}/data/tokenizer/ (transformers.AutoTokenizer.from_pretrained)")
         print(f"token arrays:       {home}/data/token_shards/*/{{train,val}}.bin (+ header.json)")
     metadata = {k: m for r in reports for k, m in r.assets.items()}

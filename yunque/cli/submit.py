@@ -180,7 +180,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
               "(their code, configuration and inputs are unchanged)")
     if not chosen_targets:
         print("nothing changed: no run started")
-        finish(home, [], shards, chosen.preset)
+        finish(home, [], shards, chosen)
         return 0
     backfill_id = client.submit(
         instance, defs, chosen_targets, tags={"yunque/command": "run", client.CLIENT_TAG: client.client_id()},
@@ -202,7 +202,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         follow(follower, home / "data", line, watch=keeper.ensure)
     except DaemonLost as e:
         client.cancel(instance, backfill_id, no_daemon=True)
-        finish(home, follower.reports, shards, chosen.preset)
+        finish(home, follower.reports, shards, chosen)
         print(f"yunque run: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -231,7 +231,7 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
               "failed alone; going on over the shards that are there", flush=True)
         args.going_on = True
         return run_backfill(args, home, chosen, line, finish)
-    finish(home, follower.reports, shards, chosen.preset)
+    finish(home, follower.reports, shards, chosen)
     if not ok:
         print(f"backfill {backfill_id} ended {status}", file=sys.stderr)
     return 0 if ok else 1
