@@ -14,17 +14,11 @@ import dagster as dg
 from assets.partitions import consumed_shards
 from assets.sensors import current_corpus
 from resources import CorpusStorage, YunqueSettings
-from stages.store import home as home_settings
-from stages.store.env import home_url
 from stages.store.keys import cache_key
 from stages.training.retrain import unseen_shards
 
 IN_PROGRESS = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
                dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-
-# Dagster schedules are code: the cadence comes from YUNQUE_TRAINING_CRON of the code
-# location's process, else from the home's settings (`yunque ui --training-cron`), else hourly.
-TRAINING_CRON = home_settings.timing(home_url()).training_cron
 
 def valid_cron(text: str) -> bool:
     """Whether Dagster accepts `text` as a schedule's cron (a bad one in the home's
@@ -41,13 +35,27 @@ train_job = dg.define_asset_job(
 )
 
 
-@dg.schedule(job=train_job, cron_schedule=TRAINING_CRON, default_status=dg.DefaultScheduleStatus.STOPPED,
-             description="Off by default: turn it on to carry new data to a model. On each tick (cron "
-                         f"{TRAINING_CRON!r}: yunque ui --training-cron, hourly by default), if token shards exist that the base model has "
-                         "not trained on, runs train_and_promote; otherwise skips and says why. A failed attempt "
-                         "on the same data is not retried by the schedule: relaunch it from the UI.")
-def train_on_new_data(context: dg.ScheduleEvaluationContext, settings: YunqueSettings,
-                      corpus: CorpusStorage) -> dg.RunRequest | dg.SkipReason:
+def train_on_new_data(cron: str) -> dg.ScheduleDefinition:
+    """The training schedule on `cron`. Dagster schedules are code: the cadence is the
+    home's timing (stages.store.home.timing: YUNQUE_TRAINING_CRON, else `yunque ui
+    --training-cron`, else hourly), which the code location reads when it loads."""
+
+    @dg.schedule(name="train_on_new_data", job=train_job, cron_schedule=cron,
+                 default_status=dg.DefaultScheduleStatus.STOPPED,
+                 description="Off by default: turn it on to carry new data to a model. On each tick (cron "
+                             f"{cron!r}: yunque ui --training-cron, hourly by default), if token shards exist that "
+                             "the base model has not trained on, runs train_and_promote; otherwise skips and says "
+                             "why. A failed attempt on the same data is not retried by the schedule: relaunch it "
+                             "from the UI.")
+    def _schedule(context: dg.ScheduleEvaluationContext, settings: YunqueSettings,
+                  corpus: CorpusStorage) -> dg.RunRequest | dg.SkipReason:
+        return training_tick(context, settings, corpus)
+
+    return _schedule
+
+
+def training_tick(context: dg.ScheduleEvaluationContext, settings: YunqueSettings,
+                  corpus: CorpusStorage) -> dg.RunRequest | dg.SkipReason:
     busy = context.instance.get_runs(filters=dg.RunsFilter(job_name=train_job.name, statuses=IN_PROGRESS), limit=1)
     if busy:  # its base_model archives the previous run while it trains: nothing to compare with yet
         return dg.SkipReason(f"a {train_job.name} run is in progress ({busy[0].run_id})")

@@ -80,14 +80,26 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     minimum_interval_seconds=int(os.environ.get("YUNQUE_AUTOMATION_INTERVAL", "30")),
 )
 
-defs = dg.Definitions(
-    # Steps run in the run's own process: a data step is cheap next to a process start and a
-    # second import of this code location, and training steps start torchrun themselves.
-    executor=dg.in_process_executor,
-    assets=ASSETS,
-    asset_checks=CHECKS,
-    jobs=[shard_job, dedup_job, train_job],
-    schedules=[train_on_new_data],
-    sensors=[shard_sensor, automation_sensor],
-    resources=build_resources(),
-)
+def definitions_with(resources: dict, timing: home_settings.Timing | None = None) -> dg.Definitions:
+    """The graph with these resources (`yunque run` builds its own from its command line),
+    its sensor and schedule on `timing` (default: the defaults)."""
+    timing = timing or home_settings.Timing(home_settings.SENSOR_INTERVAL_S, home_settings.TRAINING_CRON)
+    return dg.Definitions(
+        # Steps run in the run's own process: a data step is cheap next to a process start and a
+        # second import of this code location, and training steps start torchrun themselves.
+        executor=dg.in_process_executor,
+        assets=ASSETS,
+        asset_checks=CHECKS,
+        jobs=[shard_job, dedup_job, train_job],
+        schedules=[train_on_new_data(timing.training_cron)],
+        sensors=[shard_sensor(timing.sensor_interval_s), automation_sensor],
+        resources=resources,
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location. Its resources come from the home's settings, read when Dagster
+    loads the location (each process that does: the webserver, the daemon, a run worker),
+    not when this module is imported: importing it reads no yunque.json, local or on S3."""
+    return definitions_with(build_resources(), home_settings.timing(home_url()))

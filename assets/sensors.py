@@ -10,10 +10,6 @@ from resources import CorpusStorage
 from stages.store import home as home_settings
 from stages.store.env import home_url
 
-# How often the corpus is listed: YUNQUE_SENSOR_INTERVAL, else the home's settings
-# (`yunque ui --sensor-interval`), else 60 s
-INTERVAL = home_settings.timing(home_url()).sensor_interval_s
-
 RAW = dg.AssetKey("raw_documents")
 
 
@@ -70,16 +66,28 @@ def shards_backfill(keys: list[str]) -> dg.RunRequest:
         tags={"yunque/sensor": "shard_sensor"})
 
 
-@dg.sensor(
-    asset_selection=dg.AssetSelection.assets(*PER_SHARD), minimum_interval_seconds=INTERVAL, default_status=dg.DefaultSensorStatus.RUNNING,
-    description=f"Lists the corpus every {INTERVAL} s (yunque ui --sensor-interval): registers each new shard as a "
-                "partition of `shards` and requests shard_job's assets for it, again for a shard whose files changed "
-                "(new fingerprint), in one backfill per tick (batched into runs of YUNQUE_SHARDS_PER_RUN shards), "
-                "and deregisters a shard that is gone. A shard whose latest raw_documents "
-                "materialization already read its current files (by `yunque run`, a backfill or an earlier "
-                "tick), or that an unfinished backfill is about to read, is not requested.",
-)
-def shard_sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> dg.SensorResult:
+def shard_sensor(interval_s: int) -> dg.SensorDefinition:
+    """The shard sensor, listing the corpus every `interval_s` seconds: the home's timing
+    (stages.store.home.timing: YUNQUE_SENSOR_INTERVAL, else `yunque ui --sensor-interval`,
+    else 60 s), which the code location reads when it loads."""
+
+    @dg.sensor(
+        name="shard_sensor", asset_selection=dg.AssetSelection.assets(*PER_SHARD), minimum_interval_seconds=interval_s,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Lists the corpus every {interval_s} s (yunque ui --sensor-interval): registers each new shard "
+                    "as a partition of `shards` and requests shard_job's assets for it, again for a shard whose files changed "
+                    "(new fingerprint), in one backfill per tick (batched into runs of YUNQUE_SHARDS_PER_RUN shards), "
+                    "and deregisters a shard that is gone. A shard whose latest raw_documents "
+                    "materialization already read its current files (by `yunque run`, a backfill or an earlier "
+                    "tick), or that an unfinished backfill is about to read, is not requested.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> dg.SensorResult:
+        return shard_tick(context, corpus)
+
+    return _sensor
+
+
+def shard_tick(context: dg.SensorEvaluationContext, corpus: CorpusStorage) -> dg.SensorResult:
     """Registers every new shard as a dynamic partition and requests its per-shard assets;
     a shard whose files changed (new fingerprint) is requested again; a shard that is gone
     from the corpus is deregistered (its outputs stay on disk, dedup_index ignores it).

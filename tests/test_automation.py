@@ -17,7 +17,7 @@ from assets.definitions import defs
 
 def _token_shard_requests(instance, cursor):
     result = dg.evaluate_automation_conditions(
-        defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets("token_shards"), cursor=cursor)
+        defs=defs(), instance=instance, asset_selection=dg.AssetSelection.assets("token_shards"), cursor=cursor)
     keys: set[str] = set()
     for r in result.results:
         if r.key == dg.AssetKey("token_shards"):

@@ -190,7 +190,7 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
     root = tmp_path / "watched"
     add_shard(root, "uno")
     instance = dg.DagsterInstance.get()
-    sensor = defs.get_sensor_def("shard_sensor")
+    sensor = defs().get_sensor_def("shard_sensor")
     resources = {"corpus": CorpusStorage(uri=str(root))}
     ctx = dg.build_sensor_context(instance=instance, resources=resources)
     result = sensor(ctx)
@@ -226,7 +226,7 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
 def test_definitions_load():
     from assets.definitions import defs
 
-    graph = defs.resolve_asset_graph()
+    graph = defs().resolve_asset_graph()
     names = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
                      "dedup_index", "deduped_documents", "tokenizer", "token_shards", "base_model", "sft_model",
@@ -237,15 +237,15 @@ def test_definitions_load():
                for k in graph.get_all_asset_keys()}
     assert parents["sft_model"] == {"base_model"} and parents["ppo_model"] == {"dpo_model", "reward_model"}
     assert parents["grpo_model"] == {"ppo_model"} and "grpo_model" in parents["exported_model"]
-    assert defs.resolve_job_def("shard_job") is not None
+    assert defs().resolve_job_def("shard_job") is not None
     # new data reaches a model: the training job covers everything from base_model on, and
     # its schedule is off until the user turns it on
-    train = defs.resolve_job_def("train_and_promote")
+    train = defs().resolve_job_def("train_and_promote")
     assert {k.to_user_string() for k in train.asset_layer.selected_asset_keys} >= {
         "base_model", "grpo_model", "eval_report", "exported_model", "promoted_model"}
-    schedule = defs.resolve_schedule_def("train_on_new_data")
+    schedule = defs().resolve_schedule_def("train_on_new_data")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED and schedule.description
-    for sensor in defs.sensors:
+    for sensor in defs().sensors:
         assert sensor.description, f"{sensor.name} says what it does"
 
 
@@ -275,8 +275,8 @@ def test_automation_follows_new_signatures():
     evaluates them is on by default (otherwise sensor-driven shard runs stop halfway)."""
     from assets.definitions import defs
 
-    sensor = defs.get_sensor_def("data_automation")
+    sensor = defs().get_sensor_def("data_automation")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    graph = defs.resolve_asset_graph()
+    graph = defs().resolve_asset_graph()
     for key in ("dedup_index", "deduped_documents", "tokenizer", "token_shards"):
         assert graph.get(dg.AssetKey(key)).automation_condition is not None

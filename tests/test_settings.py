@@ -3,6 +3,10 @@ launchpad shows and validates), and as the CLI builds them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import dagster as dg
 import pytest
 
@@ -82,3 +86,17 @@ def test_the_daemon_timing_comes_from_the_process_then_the_home_then_the_default
     assert home.timing(tmp_path) == home.Timing(20, "*/3 * * * *")
     monkeypatch.setenv("YUNQUE_TRAINING_CRON", "0 0 * * *")
     assert home.timing(tmp_path) == home.Timing(20, "0 0 * * *")
+
+
+def test_importing_the_code_location_reads_no_settings_loading_it_does(tmp_path):
+    """Resources are built when Dagster loads the location (`defs()`), not at import: a
+    home whose yunque.json is broken still imports, and loading it names the file."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "yunque.json").write_text("{not json")
+    env = {**os.environ, "YUNQUE_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dagster")}
+    code = "import assets.definitions as d; print('imported'); d.defs()"
+    done = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.startswith("imported"), done.stderr[-2000:]
+    assert done.returncode != 0 and "yunque.json" in done.stderr, done.stderr[-2000:]

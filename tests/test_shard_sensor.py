@@ -23,7 +23,7 @@ def _materialize_raw(instance: dg.DagsterInstance, home, root, shard: str) -> No
 
 def _tick(instance: dg.DagsterInstance, root, cursor: str | None) -> dg.SensorResult:
     ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"corpus": CorpusStorage(uri=str(root))})
-    return shard_sensor(ctx)
+    return shard_sensor(60)(ctx)
 
 
 def _requested(result: dg.SensorResult) -> list[str]:
@@ -83,8 +83,9 @@ def test_a_materialization_without_fingerprint_is_requested_again(tmp_path):
 
 
 def test_sensor_says_what_it_does():
-    assert shard_sensor.description and "every" in shard_sensor.description
-    assert "fingerprint" in shard_sensor.description and "raw_documents" in shard_sensor.description
+    sensor = shard_sensor(45)
+    assert sensor.minimum_interval_seconds == 45 and "every 45 s" in sensor.description
+    assert "fingerprint" in sensor.description and "raw_documents" in sensor.description
 
 
 def test_a_shard_an_unfinished_backfill_will_read_is_left_to_it(tmp_path):
@@ -100,8 +101,8 @@ def test_a_shard_an_unfinished_backfill_will_read_is_left_to_it(tmp_path):
     add_shard(root, "dos", seed=2)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("shards", ["uno", "dos"])
-        chosen = client.targets(instance, defs, [dg.AssetKey("raw_documents")], ["uno"])
-        backfill = client.submit(instance, defs, chosen, tags={}, run_config=None, title="test")
+        chosen = client.targets(instance, defs(), [dg.AssetKey("raw_documents")], ["uno"])
+        backfill = client.submit(instance, defs(), chosen, tags={}, run_config=None, title="test")
         first = _tick(instance, root, None)
         assert _requested(first) == ["dos"]
         assert "uno" not in json.loads(first.cursor), "left out of the cursor: the next tick looks again"
@@ -126,8 +127,8 @@ def test_a_gone_shard_a_backfill_targets_stays_registered_until_it_ends(tmp_path
     add_shard(root, "dos", seed=2)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("shards", ["uno", "dos"])
-        chosen = client.targets(instance, defs, [dg.AssetKey("token_shards")], ["uno", "dos"])
-        backfill = client.submit(instance, defs, chosen, tags={}, run_config=None, title="test")
+        chosen = client.targets(instance, defs(), [dg.AssetKey("token_shards")], ["uno", "dos"])
+        backfill = client.submit(instance, defs(), chosen, tags={}, run_config=None, title="test")
         shutil.rmtree(root / "dos")
         tick = _tick(instance, root, None)
         assert not tick.dynamic_partitions_requests

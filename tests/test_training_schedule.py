@@ -18,8 +18,9 @@ def test_a_tick_skips_while_a_training_run_is_in_progress(tmp_path):
         ctx = dg.build_schedule_context(instance=instance, resources={
             "settings": YunqueSettings(home=str(tmp_path / "home")),
             "corpus": CorpusStorage(uri=str(tmp_path / "corpus"))})
-        result = train_on_new_data(ctx)
+        schedule = train_on_new_data("0 * * * *")
+        result = schedule(ctx)
         assert isinstance(result, dg.SkipReason) and run.run_id in result.skip_message
         instance.report_run_failed(run)
-        after = train_on_new_data(ctx)  # nothing encoded in this home: skipped, and says why
+        after = schedule(ctx)  # nothing encoded in this home: skipped, and says why
         assert isinstance(after, dg.SkipReason) and "in progress" not in after.skip_message

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from assets.batch import SHARDS_PER_RUN, batches
-from assets.definitions import ASSETS, CHECKS, build_resources, defs
+from assets.definitions import ASSETS, CHECKS, build_resources, definitions_with
 from assets.instance.client import RANGE_END_TAG, RANGE_START_TAG, register_shards
 from assets.instance.client import select as select_keys
 from assets.instance.follower import RunReport, explained
@@ -48,7 +48,8 @@ class RunSummary:
         return all(r.ok for r in self.runs)
 
 
-def plan(select: str | None) -> list[Phase]:
+def plan(select: str | None, defs: dg.Definitions | None = None) -> list[Phase]:
+    defs = defs or definitions_with(build_resources())
     graph = defs.resolve_asset_graph()
     phases: list[Phase] = []
     step_of = {k: a for a in ASSETS for k in a.keys}
@@ -133,7 +134,7 @@ def run_graph(
     found, _ = register_shards(instance, resources["corpus"])
     order = list(instance.get_dynamic_partitions(shards_def.name))
     summary = RunSummary(shards=found)
-    for phase in plan(select):
+    for phase in plan(select, definitions_with(resources)):
         keys = [k.to_user_string() for k in phase.keys]
         for target in batches(order, found, shards_per_run) if phase.partitioned else [[]]:
             report = materialize_one(keys, target, resources)

@@ -147,16 +147,17 @@ def _say_lost(lost: dict[str, list[str]], keys) -> None:
 
 
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
-    from assets.definitions import build_resources, defs
+    from assets.definitions import build_resources, definitions_with
     from assets.instance import client
     from assets.instance import follower as follower_mod
     from yunque.cli.follow import follow
     from yunque.env import home_url
 
     try:
-        keys = client.select(defs, args.select)
         resources = build_resources(home_url(), chosen.corpus, chosen.preset, chosen.overrides,
                                     chosen.s3_endpoint or None)
+        defs = definitions_with(resources)
+        keys = client.select(defs, args.select)
         instance = client.instance()
         listed = resources["corpus"].shards()  # once: the partitions and the plan see the same listing
         shards, gone = client.register_shards(instance, resources["corpus"], listed)
