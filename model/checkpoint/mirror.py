@@ -33,8 +33,9 @@ import torch.distributed as dist
 
 from model.checkpoint.files import BEST_FILE, PREFIX, SUMS, Checkpoint, latest, verify
 from model.checkpoint.state import CheckpointError
-from model.core.config import RUNTIME_FIELDS, ModelConfig, TrainConfig
+from model.core.config import ModelConfig, TrainConfig
 from model.core.parallel import Dist
+from pipelines.config import PATH, RUNTIME, fields_with
 from pipelines.s3_outage import patient
 from pipelines.tokens.token_format import TokenShard
 
@@ -49,7 +50,8 @@ def run_identity(cfg: TrainConfig, mcfg: ModelConfig) -> str:
     """What makes two runs the same, without the paths that differ between nodes: the
     recipe, the model, the token shards' headers (tokenizer, token and document counts)
     and where a continuation starts. A mirror checkpoint of another run is never resumed."""
-    skip = set(RUNTIME_FIELDS) | {"init_from", "replay_shards"}
+    # the continuation's own paths are replaced by their node-independent form in `start`
+    skip = set(fields_with(TrainConfig, PATH, RUNTIME)) | {"init_from", "replay_shards"}
     train = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip}
     data = {Path(s).name: TokenShard.open(s).header for s in cfg.shards}
     start = {"init": "/".join(Path(cfg.init_from).parts[-2:]) if cfg.init_from else "",

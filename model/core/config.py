@@ -13,7 +13,18 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from pipelines.config import Fraction, NonNegFloat, NonNegInt, PosFloat, PosInt, section
+from pipelines.config import (
+    CONTINUATION,
+    PATH,
+    RUNTIME,
+    Fraction,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    role,
+    section,
+)
 
 
 @section
@@ -111,12 +122,14 @@ class MixtureSource:
 
 @section
 class TrainConfig:
-    """One pretraining run. `shards` and `out` are filled in by the launcher (the asset
-    or the CLI); the rest is the recipe, and part of the run's identity."""
+    """One pretraining run. Each field says what it is to the run (pipelines.config.role):
+    PATH fields are where it reads and writes, filled in by the stage; RUNTIME fields are
+    how, not what; CONTINUATION fields are where a continued run starts. The fields without
+    a role are the recipe, hashed into the run's key."""
 
-    shards: list[str] = dataclasses.field(default_factory=list)  # token_shards directories
-    out: str = "checkpoints"
-    tokenizer: str = ""  # tokenizer directory, copied into every checkpoint
+    shards: list[str] = role(PATH, factory=list)  # token_shards directories
+    out: str = role(PATH, "checkpoints")
+    tokenizer: str = role(PATH, "")  # tokenizer directory, copied into every checkpoint
     steps: PosInt = 1000
     batch_size: PosInt = 8  # sequences per rank per micro-step
     seq_len: PosInt = 256
@@ -139,43 +152,43 @@ class TrainConfig:
     fsdp: bool = False  # FSDP2 (fully_shard) instead of DDP when WORLD_SIZE > 1
     eval_every: PosInt = 100
     eval_batches: PosInt = 20
-    checkpoint_every: PosInt = 500
-    keep_checkpoints: PosInt = 3  # the newest ones, plus the best (see early_stop_patience)
+    checkpoint_every: PosInt = role(RUNTIME, 500)
+    keep_checkpoints: PosInt = role(RUNTIME, 3)  # the newest ones, plus the best (see early_stop_patience)
     # Early stopping (model.pretrain.early_stop): stop when validation loss has not fallen by more
     # than early_stop_min_delta nats for this many evaluations in a row (0: never). Every
     # improvement is checkpointed; the stages consume the best checkpoint, not the last.
-    early_stop_patience: NonNegInt = 0
-    early_stop_min_delta: NonNegFloat = 0.001
+    early_stop_patience: NonNegInt = role(RUNTIME, 0)
+    early_stop_min_delta: NonNegFloat = role(RUNTIME, 0.001)
     seed: int = 0
     on_nonfinite: Literal["stop", "skip"] = "stop"  # skip: drop the step's update
     spike_factor: NonNegFloat = 0.0  # > 0: a loss above factor x the running mean is a spike (stop/skip)
-    threads: NonNegInt = 0  # torch intra-op threads on CPU (0: leave torch's default)
+    threads: NonNegInt = role(RUNTIME, 0)  # torch intra-op threads on CPU (0: leave torch's default)
     activation_checkpointing: bool = False
-    preflight: bool = True  # refuse a run whose memory estimate exceeds the device
-    warmup_probe_steps: NonNegInt = 3  # steps timed before training for the plan's time estimate (0: none)
+    preflight: bool = role(RUNTIME, True)  # refuse a run whose memory estimate exceeds the device
+    warmup_probe_steps: NonNegInt = role(RUNTIME, 3)  # steps timed before training for the plan's time estimate (0: none)
     # Several nodes (model.checkpoint.mirror): an fsspec URL (s3://..., file://..., a shared
     # path) that rank 0 copies every checkpoint to and every node resumes from ("": none, and
     # then `out` must be on a path all nodes share).
-    checkpoint_mirror: str = ""
+    checkpoint_mirror: str = role(PATH, "")
     # Seconds a collective may wait for a peer before the process group gives up (0: torch's
     # default, 30 min for gloo): a dead node is then noticed in that time, not half an hour later.
-    dist_timeout_s: NonNegInt = 0
+    dist_timeout_s: NonNegInt = role(RUNTIME, 0)
     # Continued pretraining: when only the token shards changed since a complete run (same
     # tokenizer, model and recipe), the next run starts from its final weights and trains
     # `continue_steps` more on new/changed shards mixed with a replay of the old ones.
-    continue_from_previous: bool = True  # False: any change of shards trains from scratch
-    continue_steps: NonNegInt = 0  # 0: half of `steps` (so it follows a steps override)
-    replay_fraction: Fraction = 0.25  # share of windows from the shards the previous run saw
+    continue_from_previous: bool = role(CONTINUATION, True)  # False: any change of shards trains from scratch
+    continue_steps: NonNegInt = role(CONTINUATION, 0)  # 0: half of `steps` (so it follows a steps override)
+    replay_fraction: Fraction = role(CONTINUATION, 0.25)  # share of windows from the shards the previous run saw
     # Data mixture (model/pretrain/mixture.py): named sources of shards and their shares of the training
     # windows; every shard in exactly one source. Empty: every shard alike (by tokens). Part of
     # the recipe: changing it trains afresh. A continued run keeps its new/replay split and
     # applies these weights within each part.
     mixture: list[MixtureSource] = dataclasses.field(default_factory=list)
     # Filled in by the stage for a continued run (stages/training/pretrain.py), like `shards`:
-    init_from: str = ""  # checkpoint directory whose weights the run starts from
-    start_step: NonNegInt = 0  # that checkpoint's step; the run ends at `steps`
-    replay_shards: list[str] = dataclasses.field(default_factory=list)  # the old group, a subset of `shards`
-    mixture_shards: list[list[str]] = dataclasses.field(default_factory=list)  # each mixture source's shard dirs
+    init_from: str = role(CONTINUATION, "")  # checkpoint directory whose weights the run starts from
+    start_step: NonNegInt = role(CONTINUATION, 0)  # that checkpoint's step; the run ends at `steps`
+    replay_shards: list[str] = role(CONTINUATION, factory=list)  # the old group, a subset of `shards`
+    mixture_shards: list[list[str]] = role(PATH, factory=list)  # each mixture source's shard dirs
 
     @field_validator("mixture")
     @classmethod
@@ -196,19 +209,6 @@ class TrainConfig:
             return self.grad_accum
         per_micro = self.batch_size * self.seq_len * world_size
         return max(1, -(-self.tokens_per_step // per_micro))
-
-
-# Fields that do not change what a run computes: where it reads and writes, and safety rails.
-# Early stopping is one: the weights at every step are the same with or without it (it only
-# decides where the run ends), so changing it resumes the run rather than training afresh.
-RUNTIME_FIELDS = ("shards", "out", "tokenizer", "threads", "preflight", "warmup_probe_steps", "keep_checkpoints",
-                  "checkpoint_every", "checkpoint_mirror", "dist_timeout_s", "early_stop_patience",
-                  "early_stop_min_delta", "mixture_shards")
-# Fields of a continuation: not in the recipe that a fresh run and its continuations share
-# (changing the replay fraction must not make the previous run look like another recipe);
-# a continued run's key covers them through the start it describes.
-CONTINUATION_FIELDS = ("continue_from_previous", "continue_steps", "replay_fraction", "init_from", "start_step",
-                       "replay_shards")
 
 
 def train_tiny() -> TrainConfig:

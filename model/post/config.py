@@ -12,7 +12,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from pipelines.config import Fraction, NonNegFloat, NonNegInt, PosFloat, PosInt, section
+from pipelines.config import (
+    RUNTIME,
+    Fraction,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    role,
+    section,
+)
 
 
 @section
@@ -29,11 +38,14 @@ class StageConfig:
     grad_clip: NonNegFloat = 1.0
     dtype: Literal["fp32", "bf16", "auto"] = "fp32"  # bf16: autocast; auto: bf16 where native (model.core.precision)
     seed: int = 0
-    eval_every: PosInt = 50
-    checkpoint_every: PosInt = 100
-    keep_checkpoints: PosInt = 2
-    threads: NonNegInt = 0  # torch intra-op threads on CPU (0: torch's default)
-    data: str = ""  # a jsonl file in the conventional format (pipelines.tasks.post_data); "": built-in math set
+    # RUNTIME: when and how fast, not what the stage computes. Evaluation is greedy and changes
+    # no state, so when it runs is not part of the recipe; a data file is keyed by its content
+    # (stages.training.post_train), not its path.
+    eval_every: PosInt = role(RUNTIME, 50)
+    checkpoint_every: PosInt = role(RUNTIME, 100)
+    keep_checkpoints: PosInt = role(RUNTIME, 2)
+    threads: NonNegInt = role(RUNTIME, 0)  # torch intra-op threads on CPU (0: torch's default)
+    data: str = role(RUNTIME, "")  # a jsonl file in the conventional format (pipelines.tasks.post_data); "": built-in math set
     math_level: str = "add2"  # built-in set: pipelines.tasks.math_tasks level, training operands only
     examples: PosInt = 2000  # built-in set size
     heldout_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.05  # of the examples, kept out of training for the stage's own evaluation
@@ -87,7 +99,7 @@ class RLConfig(StageConfig):
     kl_coef: NonNegFloat = 0.04  # KL penalty to the reference (the stage's starting model)
     correct_reward: float = 1.0  # verifiable: the <answer> (or last number) equals the answer
     format_reward: float = 0.1  # verifiable: <think>...</think><answer>N</answer> with one number
-    dev_problems: NonNegInt = 64  # greedy accuracy on training-operand problems at each evaluation
+    dev_problems: NonNegInt = role(RUNTIME, 64)  # greedy accuracy on training-operand problems at each evaluation
 
 
 @section
@@ -122,10 +134,6 @@ class PostTrainConfig:
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
 
 
-# Fields that change where a stage reads and writes or how fast, not what it computes.
-# Evaluation is greedy and changes no state, so when it runs is not part of the recipe; a data
-# file is keyed by its content (stages.training.post_train), not its path.
-POST_RUNTIME_FIELDS = ("threads", "keep_checkpoints", "checkpoint_every", "eval_every", "dev_problems", "data")
 STAGE_TYPES = {"sft": SFTConfig, "reward": RewardConfig, "dpo": DPOConfig, "ppo": PPOConfig, "grpo": GRPOConfig}
 
 

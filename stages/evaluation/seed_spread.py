@@ -18,8 +18,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from model.core.config import RUNTIME_FIELDS
-from model.post.config import POST_RUNTIME_FIELDS
+from model.core.config import TrainConfig
+from model.post.config import STAGE_TYPES
+from pipelines.config import PATH, RUNTIME, fields_with
 from stages.store.keys import cache_key
 from stages.training.post_train import CHAIN
 
@@ -38,9 +39,10 @@ def _posts(stage: str) -> list[str]:
 def recipe_key(config: dict[str, Any], stage: str) -> str:
     """`stage`'s recipe in a YunqueConfig.to_dict(): see the module's docstring."""
     shaping = {s: config.get(s, {}) for s in DATA}
-    shaping["train"] = {k: v for k, v in config.get("train", {}).items() if k != "seed" and k not in RUNTIME_FIELDS}
+    not_train = {"seed", *fields_with(TrainConfig, PATH, RUNTIME)}
+    shaping["train"] = {k: v for k, v in config.get("train", {}).items() if k not in not_train}
     shaping["post"] = {p: {k: v for k, v in config.get("post", {}).get(p, {}).items()
-                           if k != "seed" and k not in POST_RUNTIME_FIELDS} for p in _posts(stage)}
+                           if k != "seed" and k not in fields_with(STAGE_TYPES[p], RUNTIME)} for p in _posts(stage)}
     return cache_key(shaping)
 
 

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from model.checkpoint.files import checksums
-from model.post.config import POST_RUNTIME_FIELDS, SFTConfig, check
+from model.post.config import SFTConfig, check
+from pipelines.config import RUNTIME, fields_with
 from pipelines.tasks import chitchat
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
@@ -109,7 +110,7 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     generated = sft_sources(store, scfg, shards) if isinstance(scfg, SFTConfig) else {}
     if generated:  # what the mixture holds is part of the run: other pairs, another run
         lineage["mixture"] = {n: {"records": len(r), "sha256": domain_qa.pairs_key(r)} for n, r in generated.items()}
-    recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in POST_RUNTIME_FIELDS}
+    recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in fields_with(type(scfg), RUNTIME)}
     data_key = lineage["data"]["sha256"] if data else lineage["data"]
     key = cache_key(asset, POST_CODE_VERSION, recipe, lineage["init"]["weights_sha256"],
                     lineage.get("reward_model", {}).get("weights_sha256"), data_key, lineage.get("mixture"))

@@ -39,8 +39,9 @@ from model.checkpoint.files import (
     verify,
     weights_sha256,
 )
-from model.core.config import CONTINUATION_FIELDS, RUNTIME_FIELDS, TrainConfig
+from model.core.config import TrainConfig
 from model.pretrain.early_stop import EarlyStop, read_best, stop_holds
+from pipelines.config import recipe_fields
 from stages.config import YunqueConfig
 from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
 from stages.store.keys import cache_key
@@ -169,10 +170,10 @@ def token_inputs(store: DataStore, shards: list[str]) -> tuple[str, dict[str, st
 def recipe_of(train: dict[str, Any]) -> dict[str, Any]:
     """The fields of `train.*` a run and its continuations share, JSON-normalised (tuples
     are lists) so that a recipe read back from run.json compares equal."""
-    skip = set(RUNTIME_FIELDS) | set(CONTINUATION_FIELDS)
+    keep = set(recipe_fields(TrainConfig))
     if not train.get("mixture"):  # no mixture: the key of a run from before mixtures existed
-        skip.add("mixture")
-    return json.loads(json.dumps({k: v for k, v in train.items() if k not in skip}))
+        keep.discard("mixture")
+    return json.loads(json.dumps({k: v for k, v in train.items() if k in keep}))
 
 
 @dataclass
