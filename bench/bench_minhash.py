@@ -1,157 +1,359 @@
-"""Our MinHash + LSH against datatrove's four-stage MinHash pipeline, on the same documents;
-with --signatures, our signatures against rensa's (Rust) alone.
+"""MinHash, two comparisons, each in interleaved rounds (bench.common.interleaved: one
+untimed warm-up call of every case, then rounds that rotate which case goes first; ratios
+are taken within each round, peer seconds / our seconds, > 1: ours faster; their median
+and spread are reported).
 
-    python -m bench.bench_minhash [--input GLOB] [--limit N] [--rounds N] [--signatures]
-                                  [--precision 32|64] [--crosscheck] [--profile]
+    python -m bench.bench_minhash [--input GLOB] [--limit N] [--rounds N] [--quick]
+        [--signatures] [--threads N] [--workers N] [--precision 32|64] [--crosscheck] [--profile]
 
---signatures: ours (with our normalisation, from Python strings and from the Arrow column
-the stage reads) against rensa 0.5's `RMinHash` (same 112 permutations, word 5-grams
-built in Python from `str.split`, and again from `normalize_for_dedup`), interleaved;
-the ratios are rensa seconds / ours seconds.
+--signatures: SIGNATURE COMPUTATION ONLY, on the same shingles. Before any clock, every
+document's set of distinct word-5-gram hashes is computed once (our normalisation and
+shingling: `batch_words` + `batch_shingles`, the stage's own; 32-bit values) and handed to
+each side in the input format of its fastest bulk API; the conversions are untimed. Same
+112 permutations (num_perm) and seed on every side. Timed: shingle hashes -> one signature
+per document, nothing else:
+  ours        `pipelines.data.minhash._signatures_of_shingles` (what compute_signatures
+              runs after shingling): flat uint32 hashes + int64 offsets -> (docs, 112) uint32;
+              numpy, one thread
+  rensa       rensa 0.5 `RMinHash.digest_matrix_from_flat_token_hashes` (its bulk Rust
+              path): the same values as a flat uint64 buffer + offsets -> digest matrix;
+              rayon, --threads threads (RAYON_NUM_THREADS)
+  datasketch  datasketch 2.0 `MinHash.bulk(..., scheme="affine32", hashfunc=identity)`: the
+              same values as one Python list of ints per document -> one MinHash each
+              (identity: the values are already shingle hashes; affine32 is the scheme our
+              permutations copy, so its signatures must equal ours bit for bit, checked)
+plus, not a peer comparison, `ours_from_text`: compute_signatures on the Arrow text column
+(normalisation, word hashing, shingling and signatures: what minhash_stage computes), so
+that the share of the signature step in our whole text->signature path shows.
 
-Both sides start from texts in memory (the parquet is read once, before either clock):
-ours gets the strings, datatrove a list of `Document`s (built outside its clock) yielded
-by its first pipeline step, so no reader is timed on either side. All that datatrove then
-does (signature files, sorting, bucket merge, union-find, .remove files, the filter pass,
-its logs, the executor's manager process) counts: that is what running it costs. The two
-run in interleaved rounds (bench.common.interleaved), one warm-up call each first; the
-per-round ratio's median and spread are reported. Agreement figures use the last round.
+Default: THE WHOLE NEAR-DUPLICATE DEDUP, FILES TO FILES, each side with its own I/O. The
+input files (the --input glob, cut to --limit documents, one shard per file) are written
+once, before any clock, as a home's `filtered_documents` shards. Timed per round:
+  ours        our stage functions as the assets call them (stages/data/dedup.py), on a
+              fresh home that has only those shards (copied in before the clock):
+              `minhash_stage` per shard (reads the shard's parquet, writes signatures and
+              band keys), `dedup_index_stage` (LSH clusters over all shards, writes the
+              index), `deduped_stage` per shard (reads the shard, writes the kept documents
+              and the rejected ones with their reason), with `dedup.paragraph_dedup` off:
+              near-duplicate documents only, the job datatrove's MinHash does
+  ours_paragraphs  the same with the product's default config (paragraph dedup on: the
+              index also finds paragraphs repeated across documents and deduped_stage cuts
+              them); not a like-for-like row, it shows what the default costs
+  datatrove   datatrove 0.10.1's MinHash dedup pipeline as its example runs it, with its own
+              reader and writers: ParquetReader -> MinhashDedupSignature; MinhashDedupBuckets
+              (14 tasks); MinhashDedupCluster; ParquetReader -> MinhashDedupFilter (removed
+              documents to an exclusion ParquetWriter) -> ParquetWriter; LocalPipelineExecutor,
+              one task per input file for the per-file stages
+Both sides run --workers processes at a time (default 1: one process each, shards one after
+another; ours uses a process pool for the per-shard stages and `dedup.workers` for the
+index's bands, datatrove its executor's `workers`). Excluded from both clocks: writing the
+input, copying it into our fresh home, reading the results back for the agreement figures.
+The agreement figures (clusters, removed sets, pairs only one side linked) use the last
+round, and the chance baseline is our own dedup with another seed.
 
-This module parses the arguments, times both sides and prints; datatrove's pipeline is set
-up in bench/minhash_datatrove.py, the agreement figures are computed in bench/minhash_compare.py.
+The datatrove pipeline is set up in bench/minhash_datatrove.py, the agreement figures are
+computed in bench/minhash_compare.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import glob
+import multiprocessing
+import os
 import pstats
+import shutil
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from bench.common import Clocked, default_glob, interleaved, load_texts
-from bench.minhash_compare import (
-    co_pairs,
-    explain,
-    fmt,
-    groups,
-    jaccard,
-    ours_groups_removed,
-    same_groups,
-)
-from bench.minhash_datatrove import datatrove_signatures, run_datatrove
-from pipelines.config import DedupConfig
-from pipelines.data.dedup import Clusters, lsh_clusters
-from pipelines.data.minhash import EMPTY, compute_signatures, normalize_for_dedup
+from bench.common import Clocked, Spread, default_glob, interleaved, load_texts
+
+QUICK_LIMIT = 2000
+QUICK_ROUNDS = 2
 
 
-def rensa_signatures(texts: list[str], cfg: DedupConfig, normalise: bool) -> np.ndarray:
-    """rensa's RMinHash over word n-grams joined by spaces (how its README shingles)."""
-    from rensa import RMinHash
-
-    out = np.full((len(texts), cfg.num_perm), EMPTY, dtype=np.uint32)
-    n = cfg.ngram
-    for i, t in enumerate(texts):
-        w = normalize_for_dedup(t) if normalise else t.split()
-        if w:
-            m = RMinHash(num_perm=cfg.num_perm, seed=cfg.seed)
-            m.update([" ".join(w[j : j + n]) for j in range(max(len(w) - n + 1, 1))])
-            out[i] = m.digest()
-    return out
+# --- signatures on the same shingles ---------------------------------------------------
 
 
-def signatures_vs_rensa(texts: list[str], cfg: DedupConfig, rounds: int) -> None:
+def shingle_sets(texts: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    """(every document's distinct word n-gram hashes, sorted, flattened: uint32; int64
+    offsets, len(texts) + 1): our normalisation and shingling, as compute_signatures does
+    them. A document without words has no shingle."""
     import pyarrow as pa
 
-    column = pa.array(texts, pa.large_string())  # built before any clock, as the stage's read is
+    from pipelines.data.minhash import BATCH_DOCS, _batches, batch_shingles
+    from pipelines.data.words import batch_words
+
+    flat, counts = [], []
+    for batch in _batches(pa.array(texts, pa.large_string()), BATCH_DOCS):
+        wh, offsets = batch_words(batch)
+        h32, sh_off = batch_shingles(wh, offsets, ngram)
+        n = np.diff(sh_off)
+        doc = np.repeat(np.arange(n.size), n)
+        order = np.lexsort((h32, doc))
+        h, d = h32[order], doc[order]
+        keep = np.ones(h.size, dtype=bool)
+        keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
+        flat.append(h[keep])
+        counts.append(np.bincount(d[keep], minlength=n.size))
+    off = np.zeros(len(texts) + 1, dtype=np.int64)
+    if counts:
+        np.cumsum(np.concatenate(counts), out=off[1:])
+    return (np.concatenate(flat) if flat else np.empty(0, np.uint32)), off
+
+
+def read_texts(pattern: str, limit: int | None) -> list[str]:
+    """The `text` column of every parquet file matching `pattern`, in path order (no doc_id needed)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise SystemExit(f"no parquet files match {pattern}; run `yunque run` first (or pass --input)")
+    texts = pa.concat_arrays([c for f in files for c in pq.read_table(f, columns=["text"])["text"].chunks])
+    return texts.slice(0, limit).to_pylist() if limit else texts.to_pylist()
+
+
+def _identity(x: int) -> int:
+    return x
+
+
+def signatures_same_shingles(texts: list[str], rounds: int, threads: int) -> None:
+    import pyarrow as pa
+    from datasketch import MinHash
+    from rensa import RMinHash
+
+    from pipelines.data.minhash import _signatures_of_shingles as ours_of_shingles
+    from pipelines.data.minhash import compute_signatures
+
+    cfg = _config(False, 1).dedup
+    h32, off = shingle_sets(texts, cfg.ngram)  # before any clock, as are the conversions below
+    h64, off64 = h32.astype(np.uint64), off.astype(np.uint64)  # rensa takes unsigned 64-bit values
+    lists = [h32[off[i] : off[i + 1]].tolist() for i in range(len(texts))]  # datasketch: Python ints
+    column = pa.array(texts, pa.large_string())  # for ours_from_text, built as the stage's read builds it
+    print(f"{h32.size:,} distinct shingles ({h32.size / max(len(texts), 1):.0f} per document), num_perm "
+          f"{cfg.num_perm}, seed {cfg.seed}; rensa on {threads} rayon thread(s), ours and datasketch on one")
     cases = {
-        "ours": lambda: compute_signatures(texts, cfg),
-        "ours_arrow": lambda: compute_signatures(column, cfg),
-        "rensa": lambda: rensa_signatures(texts, cfg, False),
-        "rensa_our_norm": lambda: rensa_signatures(texts, cfg, True),
+        "ours": lambda: ours_of_shingles(h32, off, cfg.num_perm, cfg.seed, 8192),
+        "rensa": lambda: RMinHash.digest_matrix_from_flat_token_hashes(h64, off64, cfg.num_perm, cfg.seed),
+        "datasketch": lambda: MinHash.bulk(lists, num_perm=cfg.num_perm, seed=cfg.seed, scheme="affine32",
+                                           hashfunc=_identity),
+        "ours_from_text": lambda: compute_signatures(column, cfg),
     }
     res = interleaved(cases, rounds)
-    res.report("rensa", "docs/s", work=len(texts), compare=["ours", "ours_arrow", "rensa_our_norm"],
-               title=f"{rounds} interleaved rounds, one warm-up each (ratios: rensa seconds / case seconds):")
+    ours = res.last["ours"]
+    theirs = np.stack([m.hashvalues for m in res.last["datasketch"]]).astype(np.uint32) if texts else ours
+    if not np.array_equal(ours, theirs):
+        raise SystemExit(f"datasketch's affine32 signatures differ from ours on "
+                         f"{int((ours != theirs).any(axis=1).sum())} documents")
+    if not np.array_equal(ours, res.last["ours_from_text"]):
+        raise SystemExit("signatures from the shingle sets differ from compute_signatures on the texts")
+    r = np.asarray(res.last["rensa"].to_rows(), dtype=np.uint32).reshape(len(texts), -1)
+    print(f"checked: datasketch == ours bit for bit on all {len(texts):,} documents; rensa gave a "
+          f"{r.shape[0]} x {r.shape[1]} matrix (its own permutations: other values)")
+    res.report("ours", "docs/s", work=len(texts), compare=[],
+               title=f"signatures from the same shingle sets, {rounds} interleaved rounds (seconds per call):")
+    print("ours against each peer (signature computation only, same shingles, same num_perm):")
+    for peer in ("rensa", "datasketch"):
+        res.versus("ours", peer)
+    share = Spread.of([a / b for a, b in zip(res.seconds("ours"), res.seconds("ours_from_text"))])
+    print(f"  (not a peer comparison) our signature step's share of ours_from_text: {share.fmt('.0%', '')}")
 
 
-def run_ours(doc_ids: list[str], texts: list[str], cfg: DedupConfig) -> tuple[dict, Clusters]:
-    t0 = time.perf_counter()
-    sigs = compute_signatures(texts, cfg)
-    t1 = time.perf_counter()
-    clusters = lsh_clusters(sigs, doc_ids, cfg)
-    t2 = time.perf_counter()
-    return {"signatures": t1 - t0, "lsh": t2 - t1, "total": t2 - t0}, clusters
+# --- the whole dedup, files to files ------------------------------------------------------
 
 
+@dataclass
+class Corpus:
+    """The benchmark's input, written once as a home's filtered_documents shards."""
+
+    home: Path
+    shards: list[str]
+    ids: list[list[str]]  # doc_ids of each shard, in file order
+    chars: int
+
+    @property
+    def docs(self) -> int:
+        return sum(map(len, self.ids))
+
+    @property
+    def input_dir(self) -> Path:
+        return self.home / "data" / "filtered_documents"
 
 
-def profile_ours(doc_ids: list[str], texts: list[str], cfg: DedupConfig, top: int = 15) -> None:
-    prof = cProfile.Profile()
-    prof.enable()
-    lsh_clusters(compute_signatures(texts, cfg), doc_ids, cfg)
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+def prepare_corpus(pattern: str, limit: int | None, home: Path) -> Corpus:
+    """Each parquet file matching `pattern` becomes one shard (s0000, s0001, ... in path
+    order), cut to `limit` documents in all, with filtered_documents' schema (columns it
+    lacks, such as clean_documents' lang, are null; a file without doc_id gets "<shard>-<row>"),
+    committed as the stage commits it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
+    from stages.data.ingest import FILTERED_SCHEMA
+    from stages.store.outputs import DataStore, StageStats
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--input", default=default_glob("filtered_documents"))
-    ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--rounds", "--repeat", dest="rounds", type=int, default=9,
-                    help="interleaved rounds (ours, datatrove, rotating)")
-    # 32 mirrors ours (32-bit shingle hashes, permutations masked to 32 bits)
-    ap.add_argument("--precision", type=int, choices=(32, 64), default=32)
-    ap.add_argument("--crosscheck", action="store_true", help="our LSH on datatrove's sigs")
-    ap.add_argument("--profile", action="store_true", help="cProfile our side afterwards")
-    ap.add_argument("--signatures", action="store_true", help="signatures only: ours against rensa")
-    args = ap.parse_args(argv)
-
-    doc_ids, texts = load_texts(args.input, args.limit)
-    if len(set(doc_ids)) != len(doc_ids):
+    files = sorted(glob.glob(pattern))
+    if not files:
+        raise SystemExit(f"no parquet files match {pattern}; run `yunque run` first (or pass --input)")
+    store = DataStore(home)
+    shards, ids, chars, left = [], [], 0, limit
+    for path in files:
+        if left is not None and left <= 0:
+            break
+        t = pq.read_table(path)
+        if left is not None:
+            t = t.slice(0, left)
+            left -= t.num_rows
+        if not t.num_rows:
+            continue
+        shard = f"s{len(shards):04d}"
+        if "doc_id" not in t.column_names:  # a bare text corpus (bench/scale_corpus.py)
+            t = t.append_column("doc_id", pa.array([f"{shard}-{i}" for i in range(t.num_rows)]))
+        if "source" not in t.column_names:
+            t = t.append_column("source", t["doc_id"])
+        cols = [t[f.name] if f.name in t.column_names else pa.nulls(t.num_rows, f.type) for f in FILTERED_SCHEMA]
+        t = pa.Table.from_arrays(cols, schema=FILTERED_SCHEMA)
+        store.commit("filtered_documents", shard, StageStats(key=f"bench-{shard}", docs_in=t.num_rows,
+                                                              docs_out=t.num_rows), {"part-0.parquet": t})
+        shards.append(shard)
+        ids.append(t["doc_id"].to_pylist())
+        chars += int(pc.sum(pc.utf8_length(t["text"])).as_py() or 0)
+    all_ids = [d for s in ids for d in s]
+    if len(set(all_ids)) != len(all_ids):
         raise SystemExit("doc_id is not unique in the input")
-    cfg = DedupConfig()
-    n = len(texts)
-    print(f"{n} documents, {sum(map(len, texts)) / 1e6:.1f} M characters from {args.input}")
-    if args.signatures:
-        return signatures_vs_rensa(texts, cfg, args.rounds)
+    return Corpus(home, shards, ids, chars)
 
-    stages: dict[str, list[dict[str, float]]] = {"ours": [], "datatrove": []}
 
-    def ours() -> Clocked:
-        t, cl = run_ours(doc_ids, texts, cfg)
-        stages["ours"].append(t)
-        return Clocked(t["total"], cl)
+@lru_cache(maxsize=8)
+def _config(paragraphs: bool, workers: int, seed: int = 1):
+    """The tiny preset's config with these dedup settings (built once per process: not on the clock)."""
+    from stages.config import preset
+
+    return preset("tiny", {"dedup.paragraph_dedup": paragraphs, "dedup.workers": workers, "dedup.seed": seed})
+
+
+def _minhash(home: str, shard: str, paragraphs: bool, workers: int, seed: int) -> None:
+    from stages.data.dedup import minhash_stage
+    from stages.store.outputs import DataStore
+
+    minhash_stage(DataStore(home), shard, _config(paragraphs, workers, seed))
+
+
+def _deduped(home: str, shard: str, paragraphs: bool, workers: int, seed: int) -> None:
+    from stages.data.dedup import deduped_stage
+    from stages.store.outputs import DataStore
+
+    deduped_stage(DataStore(home), shard, _config(paragraphs, workers, seed))
+
+
+def run_ours(corpus: Corpus, home: Path, paragraphs: bool, workers: int, seed: int = 1) -> dict[str, float]:
+    """Our dedup stages on a fresh home holding a copy of the input shards: {stage: seconds}
+    and "total". The copy is made before the clock starts."""
+    from stages.data.dedup import dedup_index_stage
+    from stages.store.outputs import DataStore
+
+    shutil.copytree(corpus.input_dir, home / "data" / "filtered_documents")
+    store, cfg, shards = DataStore(home), _config(paragraphs, workers, seed), corpus.shards
+    args = (paragraphs, workers, seed)
+
+    def each(fn) -> None:
+        if workers == 1:
+            for s in shards:
+                fn(str(home), s, *args)  # the config is cached: built above, off the clock
+            return
+        # spawned, as the product's run workers are fresh processes; the pool's start is on the clock
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(fn, [str(home)] * len(shards), shards, *([a] * len(shards) for a in args)))
+
+    t0 = time.perf_counter()
+    each(_minhash)
+    t1 = time.perf_counter()
+    dedup_index_stage(store, shards, cfg)
+    t2 = time.perf_counter()
+    each(_deduped)
+    t3 = time.perf_counter()
+    return {"minhash": t1 - t0, "index": t2 - t1, "deduped": t3 - t2, "total": t3 - t0}
+
+
+def _kept_rows(home: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(p).num_rows for p in glob.glob(str(home / "data" / "deduped_documents" / "*" / "*.parquet")))
+
+
+def full_dedup(corpus: Corpus, args: argparse.Namespace, tmp: Path) -> None:
+    from bench.minhash_compare import (
+        co_pairs,
+        explain,
+        fmt,
+        groups,
+        index_groups_removed,
+        jaccard,
+        same_groups,
+    )
+    from bench.minhash_datatrove import datatrove_result, run_datatrove
+
+    stages: dict[str, list[dict[str, float]]] = {"ours": [], "ours_paragraphs": [], "datatrove": []}
+    counter = iter(range(1 << 30))
+
+    def ours(paragraphs: bool, name: str):
+        def case() -> Clocked:
+            home = tmp / f"{name}{next(counter)}"
+            t = run_ours(corpus, home, paragraphs, args.workers)
+            stages[name].append(t)
+            result = (index_groups_removed(home / "data" / "dedup_index"), _kept_rows(home))  # after the clock
+            shutil.rmtree(home)
+            return Clocked(t["total"], result)
+        return case
 
     def theirs() -> Clocked:
-        with tempfile.TemporaryDirectory(prefix="bench_minhash_") as tmp:  # setup: not timed
-            t, assign, kept = run_datatrove(doc_ids, texts, cfg, tmp, args.precision)
+        work = tmp / f"datatrove{next(counter)}"
+        t = run_datatrove(str(corpus.input_dir), "*/part-0.parquet", args.dedup_cfg, str(work), args.precision,
+                          tasks=len(corpus.shards), workers=args.workers)
         stages["datatrove"].append(t)
-        return Clocked(t["total"], (assign, kept))
+        result = datatrove_result(str(work), corpus.ids)  # after the clock
+        shutil.rmtree(work)
+        return Clocked(t["total"], result)
 
-    # Rounds alternate which side goes first, so a slow spell of the machine hits both
-    # alike; the per-round ratio, its median and spread are what to quote.
-    rounds = interleaved({"ours": ours, "datatrove": theirs}, args.rounds)
-    cl, (dt_assign, dt_kept) = rounds.last["ours"], rounds.last["datatrove"]
-    rounds.report("datatrove", "docs/s", work=n, title=f"{args.rounds} interleaved rounds, after one warm-up "
-                  f"each ({args.precision}-bit datatrove; ratios: datatrove seconds / ours seconds, > 1: ours faster):")
-    t_ours, t_dt = ({k: statistics.median(t[k] for t in stages[side][1:]) for k in stages[side][0]}
-                    for side in ("ours", "datatrove"))  # [1:]: not the warm-up
+    cases = {"ours": ours(False, "ours"), "datatrove": theirs, "ours_paragraphs": ours(True, "ours_paragraphs")}
+    rounds = interleaved(cases, args.rounds)
+    n = corpus.docs
+    rounds.report("datatrove", "docs/s", work=n, compare=[], title=(
+        f"whole dedup, files to files, {args.rounds} interleaved rounds after one warm-up each, {args.workers} "
+        f"process(es) a side ({args.precision}-bit datatrove); seconds per call:"))
+    print("ours against datatrove (near-duplicate documents, each with its own reading and writing):")
+    rounds.versus("ours", "datatrove")
+    rounds.versus("ours_paragraphs", "datatrove", "ours_paragraphs vs datatrove (not like for like: ours "
+                  "also dedups paragraphs)")
+    print(f"  {corpus.chars / 1e6:.1f} M characters: ours {corpus.chars / statistics.median(rounds.seconds('ours')) / 1e6:.2f}"
+          f" M chars/s, datatrove {corpus.chars / statistics.median(rounds.seconds('datatrove')) / 1e6:.2f} M chars/s")
+    med = {side: {k: statistics.median(t[k] for t in runs[1:]) for k in runs[0]}  # [1:]: not the warm-up
+           for side, runs in stages.items()}
+    print(f"median stage seconds: ours {fmt(med['ours'])}; ours_paragraphs {fmt(med['ours_paragraphs'])}; "
+          f"datatrove {fmt(med['datatrove'])}")
 
-    ours_groups, ours_removed = ours_groups_removed(cl, doc_ids)
-    ours_assign = {d for g in ours_groups for d in g}
-    dt_removed = set(doc_ids) - dt_kept
+    (ours_groups, ours_removed), kept = rounds.last["ours"]
+    dt_assign, dt_kept, dt_removed = rounds.last["datatrove"]
+    if kept != n - len(ours_removed) or len(dt_kept) + len(dt_removed) != n:
+        raise SystemExit(f"outputs do not add up: ours kept {kept} + removed {len(ours_removed)}, datatrove kept "
+                         f"{len(dt_kept)} + removed {len(dt_removed)}, of {n} documents")
     dt_groups = groups(dt_assign)
+    ours_assign = {d for g in ours_groups for d in g}
     # datatrove keeps its union-find root, not the smallest doc_id; removing "all but the
     # min doc_id" of its clusters separates clustering differences from keeper choice.
     dt_removed_min = {d for g in dt_groups for d in g if d != min(g)}
-
-    print(f"median stage seconds: ours {fmt(t_ours)}; datatrove {fmt(t_dt)}")
     print(f"clusters (size >= 2), ours / datatrove: {same_groups(ours_groups, dt_groups)}")
-    print(f"removed: ours {len(ours_removed)}, datatrove {len(dt_removed)}")
+    print(f"removed: ours {len(ours_removed)}, datatrove {len(dt_removed)}; with paragraphs ours kept "
+          f"{rounds.last['ours_paragraphs'][1]} of {n}")
     print(f"Jaccard of removed sets: {jaccard(ours_removed, dt_removed):.3f} as run,"
           f" {jaccard(ours_removed, dt_removed_min):.3f} with min-doc_id keepers on both")
     in_dt = sum(d in dt_assign for d in ours_removed)
@@ -159,21 +361,70 @@ def main(argv: list[str] | None = None) -> None:
           f" one of ours: {sum(d in ours_assign for d in dt_removed)}/{len(dt_removed)}")
     po, pd = co_pairs(ours_groups), co_pairs(dt_groups)
     print(f"same-cluster pairs: ours {len(po)}, datatrove {len(pd)}, both {len(po & pd)}")
-    # Chance baseline: the same method with other random permutations.
-    other = lsh_clusters(compute_signatures(texts, DedupConfig(seed=2)), doc_ids, cfg)
-    o_groups, o_removed = ours_groups_removed(other, doc_ids)
+    # Chance baseline: the same method with other random permutations (untimed).
+    run_ours(corpus, tmp / "seed2", False, args.workers, seed=2)
+    o_groups, o_removed = index_groups_removed(tmp / "seed2" / "data" / "dedup_index")
     print(f"ours seed 1 vs seed 2: {same_groups(ours_groups, o_groups)}, removed-set"
           f" Jaccard {jaccard(ours_removed, o_removed):.3f}")
+    doc_ids, texts = load_texts(str(corpus.input_dir / "*" / "part-0.parquet"))
     if args.crosscheck and args.precision == 32:
+        from bench.minhash_compare import ours_groups_removed
+        from bench.minhash_datatrove import datatrove_signatures
+        from pipelines.data.dedup import lsh_clusters
+
         # Our LSH + union on datatrove's own signatures must give datatrove's clusters.
-        x = lsh_clusters(datatrove_signatures(texts, cfg), doc_ids, cfg)
-        x_groups = ours_groups_removed(x, doc_ids)[0]
-        print(f"our lsh_clusters on datatrove's sigs: {same_groups(x_groups, dt_groups)}")
+        x = lsh_clusters(datatrove_signatures(texts, args.dedup_cfg), doc_ids, args.dedup_cfg)
+        print(f"our lsh_clusters on datatrove's sigs: {same_groups(ours_groups_removed(x, doc_ids)[0], dt_groups)}")
     text_of = dict(zip(doc_ids, texts))
-    explain(po - pd, text_of, cfg.ngram, "linked by ours only")
-    explain(pd - po, text_of, cfg.ngram, "linked by datatrove only")
+    explain(po - pd, text_of, args.dedup_cfg.ngram, "linked by ours only")
+    explain(pd - po, text_of, args.dedup_cfg.ngram, "linked by datatrove only")
     if args.profile:
-        profile_ours(doc_ids, texts, cfg)
+        prof = cProfile.Profile()
+        prof.enable()
+        run_ours(corpus, tmp / "profile", False, args.workers)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--input", default=default_glob("filtered_documents"),
+                    help="parquet glob of documents (default: the home's filtered_documents)")
+    ap.add_argument("--limit", type=int, default=None, help="first N documents of the input")
+    ap.add_argument("--rounds", "--repeat", dest="rounds", type=int, default=None,
+                    help="interleaved rounds (default 9; 2 with --quick)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"a check that it runs: --limit {QUICK_LIMIT} and 2 rounds unless given")
+    ap.add_argument("--signatures", action="store_true",
+                    help="signature computation only, on the same shingles: ours, rensa, datasketch")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="rensa's rayon threads with --signatures (ours and datasketch use one)")
+    ap.add_argument("--workers", type=int, default=1, help="processes at a time, each side, for the whole dedup")
+    # 32 mirrors ours (32-bit shingle hashes, permutations masked to 32 bits)
+    ap.add_argument("--precision", type=int, choices=(32, 64), default=32)
+    ap.add_argument("--crosscheck", action="store_true", help="our LSH on datatrove's sigs")
+    ap.add_argument("--profile", action="store_true", help="cProfile our dedup stages afterwards")
+    args = ap.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = QUICK_ROUNDS if args.quick else 9
+    if args.quick and args.limit is None:
+        args.limit = QUICK_LIMIT
+    # before rensa's first call, which sizes its thread pool for the process
+    os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+
+    if args.signatures:
+        texts = read_texts(args.input, args.limit)
+        print(f"{len(texts)} documents, {sum(map(len, texts)) / 1e6:.1f} M characters from {args.input}")
+        return signatures_same_shingles(texts, args.rounds, args.threads)
+
+
+    args.dedup_cfg = _config(False, args.workers).dedup
+    with tempfile.TemporaryDirectory(prefix="bench_minhash_") as d:
+        tmp = Path(d)
+        corpus = prepare_corpus(args.input, args.limit, tmp / "input")
+        print(f"{corpus.docs} documents in {len(corpus.shards)} shard(s), {corpus.chars / 1e6:.1f} M characters "
+              f"from {args.input}")
+        full_dedup(corpus, args, tmp)
 
 
 if __name__ == "__main__":

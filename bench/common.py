@@ -133,7 +133,7 @@ class Rounds:
         for r, (t, order) in enumerate(zip(self.times, self.orders)):
             secs = "  ".join(f"{c} {t[c]:.3f}s" for c in order)
             rel = "  ".join(f"{c}/{baseline} {t[baseline] / t[c]:.2f}x" for c in others)
-            print(f"  round {r + 1}: {secs} | {rel}")
+            print(f"  round {r + 1}: {secs}" + (f" | {rel}" if rel else ""))
         for c in others:
             print(f"  {c} vs {baseline}: {self.ratio(c, baseline).fmt()} over {len(self.times)} rounds "
                   f"(> 1: {c} faster)")
@@ -142,6 +142,19 @@ class Rounds:
                 w = work.get(c) if isinstance(work, Mapping) else work
                 if w is not None:
                     print(f"  {c}: {Spread.of([w / s for s in self.seconds(c)]).fmt(',.1f', unit)}")
+
+    def fastest(self, cases: Sequence[str]) -> str:
+        """The case among `cases` with the lowest median seconds over the rounds."""
+        return min(cases, key=lambda c: statistics.median(self.seconds(c)))
+
+    def versus(self, ours: str, peer: str, label: str = "") -> Spread:
+        """Print and return how many times faster `ours` is than `peer` (per round: peer
+        seconds / our seconds; median and spread), saying so in words when ours is slower."""
+        s = self.ratio(ours, peer)
+        verdict = "ours faster" if s.median > 1 else "OURS SLOWER" if s.median < 1 else "even"
+        print(f"  {label or f'{ours} vs {peer}'}: {s.fmt()} over {len(self.times)} rounds "
+              f"(peer seconds / our seconds; {verdict})")
+        return s
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import combinations
+from pathlib import Path
 
 import numpy as np
 
@@ -70,3 +71,16 @@ def ours_groups_removed(cl: Clusters, doc_ids: list[str]) -> tuple[list[frozense
 
 def fmt(t: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.2f}s" for k, v in t.items())
+
+
+def index_groups_removed(index_dir: Path) -> tuple[list[frozenset[str]], set[str]]:
+    """(clusters of size >= 2, removed doc_ids) from our dedup index's near_duplicates.parquet:
+    each removed document with the keeper it was removed for."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(index_dir / "near_duplicates.parquet", columns=["doc_id", "keeper_doc_id"])
+    removed, keepers = t["doc_id"].to_pylist(), t["keeper_doc_id"].to_pylist()
+    ids = sorted(set(keepers))
+    cluster = {k: i for i, k in enumerate(ids)}
+    assign = {k: cluster[k] for k in ids} | {d: cluster[k] for d, k in zip(removed, keepers)}
+    return groups(assign), set(removed)

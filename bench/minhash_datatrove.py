@@ -1,6 +1,7 @@
 """datatrove's four-stage MinHash pipeline, set up to match our DedupConfig, for
-bench/bench_minhash.py: its steps, a timed run over documents in memory, and its stage-1
-signatures alone (for --crosscheck).
+bench/bench_minhash.py: its steps, a timed run from parquet files to parquet files (its
+own reader and writers), what that run decided (read back from its files), and its
+stage-1 signatures alone (for --crosscheck).
 
 datatrove is run as shipped apart from three shims, each explained where it is made: the
 import that skips the package's __init__, a `str.split` word tokenizer, and an xxhash that
@@ -10,6 +11,7 @@ encodes its string first.
 from __future__ import annotations
 
 import contextlib
+import glob
 import importlib
 import io
 import os
@@ -85,51 +87,85 @@ def datatrove_steps(cfg: DedupConfig, precision: int, sig_dir: str) -> tuple[obj
     return config, step
 
 
-def run_datatrove(
-    doc_ids: list[str], texts: list[str], cfg: DedupConfig, workdir: str, precision: int
-) -> tuple[dict, dict[str, int], set[str]]:
-    """({stage: seconds}, {doc_id: cluster id} for clustered docs, kept doc_ids)."""
-    from datatrove.data import Document
+def run_datatrove(input_dir: str, glob_pattern: str, cfg: DedupConfig, workdir: str, precision: int,
+                  tasks: int, workers: int = 1) -> dict[str, float]:
+    """datatrove's MinHash dedup as its own example pipeline runs it, from files to files:
+    read the parquet files under `input_dir` (ParquetReader, `doc_id` as the id, the other
+    columns as metadata), signatures, buckets, clusters, then read the input again and write
+    the kept documents (ParquetWriter, `workdir/output`) and the removed ones (the filter's
+    exclusion writer, `workdir/removed`). `tasks` tasks for the per-file stages (one per
+    input file: task r reads files r, r + tasks, ...), `workers` processes at a time.
+    Returns {stage: seconds of its executor's run()} and "total"; everything datatrove does
+    inside run() (its files, sorting, logs, stats, the executor's manager process, a worker
+    pool when workers > 1) is on the clock."""
     from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.readers import ParquetReader
+    from datatrove.pipeline.writers import ParquetWriter
 
     mh = import_datatrove_minhash()
     sigs, bkts, clus = (os.path.join(workdir, d) for d in ("sigs", "buckets", "clusters"))
     config, signature = datatrove_steps(cfg, precision, sigs)
-    docs = [Document(text=t, id=d) for d, t in zip(doc_ids, texts)]
 
-    # A plain function, not a PipelineStep: with workers=1 the executor deep-copies the
-    # pipeline per task, and deepcopy leaves functions (and so this list) alone.
-    def source(_data: object, _rank: int = 0, _world_size: int = 1) -> Iterator[Document]:
-        yield from docs
+    def reader() -> object:
+        return ParquetReader(input_dir, glob_pattern=glob_pattern, text_key="text", id_key="doc_id")
 
-    kept: set[str] = set()
-
-    def collect(data: Iterator[Document], _rank: int = 0, _ws: int = 1) -> Iterator[Document]:
-        for doc in data:
-            kept.add(doc.id)
-            yield doc
-
-    stages: list[tuple[str, list[Callable | object], int]] = [
-        ("signatures", [source, signature], 1),
-        # stage 2 insists on a multiple of num_buckets tasks (one per bucket); workers=1
-        # runs those 14 tasks one after another in this process.
+    stages: list[tuple[str, list[object], int]] = [
+        ("signatures", [reader(), signature], tasks),
+        # stage 2 insists on a multiple of num_buckets tasks (one per bucket)
         ("buckets", [mh.MinhashDedupBuckets(sigs, bkts, config=config)], cfg.bands),
         ("cluster", [mh.MinhashDedupCluster(bkts, clus, config, save_cluster_id=True)], 1),
-        ("filter", [source, mh.MinhashDedupFilter(clus), collect], 1),
+        ("filter", [reader(),
+                    mh.MinhashDedupFilter(clus, exclusion_writer=ParquetWriter(os.path.join(workdir, "removed"))),
+                    ParquetWriter(os.path.join(workdir, "output"))], tasks),
     ]
     times: dict[str, float] = {}
-    for name, pipeline, tasks in stages:
-        ex = LocalPipelineExecutor(pipeline, tasks=tasks, workers=1, logging_dir=os.path.join(workdir, "logs", name))
+    for name, pipeline, n_tasks in stages:
+        ex = LocalPipelineExecutor(pipeline, tasks=n_tasks, workers=min(workers, n_tasks),
+                                   logging_dir=os.path.join(workdir, "logs", name))
         t0 = time.perf_counter()
-        with contextlib.redirect_stderr(io.StringIO()):  # its INFO logs and tqdm bars
+        with quiet_stderr():  # its INFO logs and tqdm bars, its worker processes' too
             ex.run()
         times[name] = time.perf_counter() - t0
     times["total"] = sum(times.values())
-    # `collect` only sees the kept documents; stage 3's .clusters file has every clustered
-    # one as (position in the input, cluster id) uint32 pairs.
-    path = os.path.join(clus, "000000.clusters")
-    pairs = np.fromfile(path, dtype="<u4").reshape(-1, 2) if os.path.exists(path) else []
-    return times, {doc_ids[int(i)]: int(c) for i, c in pairs}, kept
+    return times
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """stderr to /dev/null at the file-descriptor level, so that child processes (which
+    write to the inherited fd 2, not to this process's sys.stderr) are quiet too."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def datatrove_result(workdir: str, ids_by_task: list[list[str]]) -> tuple[dict[str, int], set[str], set[str]]:
+    """({doc_id: cluster id} of the clustered documents, kept doc_ids, removed doc_ids) of
+    a finished run_datatrove, read from its files (after its clock). `ids_by_task[r]` are
+    the doc_ids task r read, in order: stage 3's `<rank>.clusters` files hold (position in
+    the task's input, cluster id) uint32 pairs."""
+    import pyarrow.parquet as pq
+
+    def ids(folder: str) -> set[str]:
+        files = glob.glob(os.path.join(workdir, folder, "*.parquet"))
+        return {i for f in files for i in pq.read_table(f, columns=["id"])["id"].to_pylist()}
+
+    assign: dict[str, int] = {}
+    for rank, task_ids in enumerate(ids_by_task):
+        path = os.path.join(workdir, "clusters", f"{rank:06d}.clusters")
+        if os.path.exists(path):
+            for i, c in np.fromfile(path, dtype="<u4").reshape(-1, 2):
+                assign[task_ids[int(i)]] = int(c)
+    return assign, ids("output"), ids("removed")
 
 
 def datatrove_signatures(texts: list[str], cfg: DedupConfig) -> np.ndarray:
