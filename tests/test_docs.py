@@ -96,6 +96,14 @@ def test_module_paths_exist(doc):
     assert [path for path in sorted(named) if not (ROOT / path).is_file()] == []
 
 
+def test_the_readme_quotes_no_timings_or_test_counts():
+    """Durations and test counts live in docs/benchmarks.md, which the measurements update;
+    a figure copied into the README goes stale with the next run."""
+    text = README.read_text(encoding="utf-8")
+    figures = re.findall(r"\b\d[\d.,]*\s*(?:min(?:utes?)?|s|seconds?|h|hours?|tests?)\b(?![-\w])", text)
+    assert figures == []
+
+
 def test_architecture_lists_every_module():
     """docs/architecture.md's module tables name every module of the six packages, each
     once, and nothing else: a new module gets its line, a moved one its new path."""
