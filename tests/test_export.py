@@ -9,7 +9,8 @@ import torch
 import transformers
 
 from model.checkpoint.load import load
-from model.export.check import check_export
+from model.export import check
+from model.export.check import QUANT_TOLERANCE, check_export, check_gguf
 from model.export.gguf import QTYPES
 from model.export.hf import export_hf
 from model.infer.generate import Sampling, generate
@@ -71,12 +72,26 @@ def test_gguf_files_load_in_transformers_with_our_logits(exported):
     for q in QTYPES:
         r = results[q]
         assert r["format_max_abs_diff"] <= 1e-4 and r["format_greedy_tokens_equal"], (q, r)
+        assert r["quant_tolerance"] == QUANT_TOLERANCE[q] and r["quant_relative_diff"] <= QUANT_TOLERANCE[q], (q, r)
         assert r["passed"], (q, r)
     # the rounding is real and grows as bits are dropped
     assert 0 < results["f16"]["quant_max_abs_diff"] < results["q8_0"]["quant_max_abs_diff"] \
         < results["q4_0"]["quant_max_abs_diff"]
     sizes = record["files"]
     assert sizes["model-q4_0.gguf"] < sizes["model-q8_0.gguf"] < sizes["model-f16.gguf"]
+
+
+def test_q4_0_is_judged_and_an_unknown_type_is_refused(exported, monkeypatch):
+    """q4_0's quantization error is held to a tolerance of its own (model/export/check.py
+    says why 0.5): a tighter one than its error fails the check; a type without one is an
+    error, not a pass."""
+    loaded, out, _ = exported
+    r = check_gguf(loaded, out, "model-q4_0.gguf", TEXTS)
+    assert r["passed"] and 0.05 < r["quant_relative_diff"] <= QUANT_TOLERANCE["q4_0"], r
+    monkeypatch.setitem(check.QUANT_TOLERANCE, "q4_0", r["quant_relative_diff"] / 2)
+    assert not check_gguf(loaded, out, "model-q4_0.gguf", TEXTS)["passed"]
+    with pytest.raises(ValueError, match="no quantization tolerance for GGUF type 'q4_k'"):
+        check_gguf(loaded, out, "model-q4_k.gguf", TEXTS)
 
 
 def test_gguf_file_alone_carries_the_tokenizer(exported, tmp_path, monkeypatch):

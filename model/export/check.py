@@ -22,10 +22,28 @@ from model.core.gpt import GPT
 from model.infer.generate import Sampling, generate
 
 FORMAT_TOLERANCE = 1e-4  # max |logit difference| for the same weights: the issue's fp32 bound
-# Quantization error accepted, relative to the largest |logit| of the text: f16 rounds each
-# weight to 11 significant bits; q8_0 keeps 8 bits per weight in blocks of 32. q4_0's error
-# is reported, not judged: whether 4 bits are enough depends on the model.
-QUANT_TOLERANCE = {"f16": 1e-2, "q8_0": 5e-2}
+# Quantization error accepted: max |logit difference| from our fp32 model, relative to the
+# largest |logit| of the texts. f16 rounds each weight to 11 significant bits; q8_0 keeps 8
+# bits per weight in blocks of 32 (step amax/127). Greedy tokens are not judged against
+# full precision: a near tie flips them (q4_0 kept them on 12 of the 31 models below).
+#
+# q4_0 keeps 4 bits in blocks of 32 with an f16 scale: step amax/8, error up to amax/16
+# (amax/8 at the clipped end), 127/8 ~ 16x q8_0's step; on Gaussian weights an RMS error
+# of 8.6% of the weights' RMS against q8_0's 0.54%. At first order the logit error grows
+# with the step, so q4_0's is ~16x q8_0's (measured 10-22x on the 31 models below). The
+# bound is 16x the largest q8_0 error on the test's model (3.1%): 0.5, the error stays under
+# half the largest logit. Measured in transformers (llama.cpp within 0.015; per text, as
+# tests/test_llama_cpp.py judges it, up to 0.41):
+#   the test's random model (dim 64, 2 layers; 3 variants x 5 seeds)   0.19-0.38
+#   dim 256, 6 layers, the same per-layer gain (std 0.04; 4 models)     0.32-0.39
+#   dim 256, 6 layers, GPT's init (std 0.02; 4 models)                  0.14-0.17
+#   the trained tiny preset (2 base models, SFT, GRPO)                  0.10-0.20
+#   dim 256, 6 layers at the test's std 0.08 (4 models)                 0.70-0.80
+# The last is an init that amplifies any perturbation (q8_0 over its 5% there too, argmax
+# agreeing with ours on 21-34% of positions at q4_0): that q4_0 file no longer acts as the
+# model, and the check says so. A misread q4_0 file (each block's halves swapped) is off
+# by 1.2-1.4.
+QUANT_TOLERANCE = {"f16": 1e-2, "q8_0": 5e-2, "q4_0": 0.5}
 
 
 def _offline() -> None:
@@ -63,6 +81,9 @@ def check_gguf(loaded: Loaded, out: Path, name: str, texts: Sequence[str]) -> di
     import transformers
 
     qtype = name.removeprefix("model-").removesuffix(".gguf")
+    if qtype not in QUANT_TOLERANCE:
+        raise ValueError(f"{name}: no quantization tolerance for GGUF type {qtype!r} (known: {list(QUANT_TOLERANCE)})")
+    tolerance = QUANT_TOLERANCE[qtype]
     # transformers' GGUF reader ignores qwen3's head size (attention.key_length) and assumes
     # 128; the directory's config.json says what it is.
     extra = {"config": transformers.AutoConfig.from_pretrained(out)} if loaded.config.qk_norm else {}
@@ -74,10 +95,10 @@ def check_gguf(loaded: Loaded, out: Path, name: str, texts: Sequence[str]) -> di
     quant = compare(loaded.model, loaded.tokenizer, hf, texts)
     rel = quant["max_abs_diff"] / max(quant["max_abs_logit"], 1e-12)
     format_ok = fmt["max_abs_diff"] <= FORMAT_TOLERANCE and fmt["greedy_tokens_equal"]
-    quant_ok = rel <= QUANT_TOLERANCE.get(qtype, float("inf"))
+    quant_ok = rel <= tolerance
     return {"format_max_abs_diff": fmt["max_abs_diff"], "format_greedy_tokens_equal": fmt["greedy_tokens_equal"],
             "quant_max_abs_diff": quant["max_abs_diff"], "quant_relative_diff": round(rel, 5),
-            "quant_tolerance": QUANT_TOLERANCE.get(qtype), "argmax_agreement_vs_full": quant["argmax_agreement"],
+            "quant_tolerance": tolerance, "argmax_agreement_vs_full": quant["argmax_agreement"],
             "greedy_tokens_equal_vs_full": quant["greedy_tokens_equal"], "passed": format_ok and quant_ok}
 
 
