@@ -112,7 +112,7 @@ def test_home_url_never_becomes_a_local_folder(s3, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "YUNQUE_CACHE": str(tmp_path / "cache"),
            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_EC2_METADATA_DISABLED": "true", "YUNQUE_S3_ENDPOINT": s3.client_kwargs["endpoint_url"]}
-    code = ("import sys; from yunque import env; from stages import home; h = env.use_home(sys.argv[1]); "
+    code = ("import sys; from yunque import env; from stages.store import home; h = env.use_home(sys.argv[1]); "
             "home.write(env.home_url(), home.HomeSettings(corpus='c')); print(h, env.home_url())")
     out = subprocess.run([sys.executable, "-c", code, f"s3://{BUCKET}/h5"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, check=True, timeout=120)
