@@ -211,6 +211,26 @@ class TrainConfig:
         return max(1, -(-self.tokens_per_step // per_micro))
 
 
+@dataclasses.dataclass(frozen=True)
+class PretrainRun:
+    """One pretraining run as the stage layer resolved it (train_config.json): the model's
+    shape at the tokenizer's vocabulary and the training section with its PATH and
+    CONTINUATION fields filled in. stages.training.pretrain builds it (so a bad value fails
+    there, before torchrun starts); the program reads it once (`from_json`)."""
+
+    train: TrainConfig
+    model: ModelConfig
+
+    def to_json(self) -> dict:
+        return {"train": dataclasses.asdict(self.train), "model": dataclasses.asdict(self.model)}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> PretrainRun:
+        if unknown := sorted(set(raw) - {"train", "model"}):
+            raise ValueError(f"train_config.json: unknown keys {unknown}")
+        return cls(TrainConfig(**raw.get("train", {})), ModelConfig(**raw.get("model", {})))
+
+
 def train_tiny() -> TrainConfig:
     """Sized to the sample corpus on 2 CPU cores: a few minutes (docs/recipes.md)."""
     # 1600 steps of 2,048 tokens are ~8 epochs of the sample's 409k training tokens:

@@ -31,7 +31,7 @@ import torch.distributed as dist
 from model.checkpoint import state as ckpt
 from model.checkpoint.mirror import CheckpointSync
 from model.core import flops, optim, parallel, precision
-from model.core.config import ModelConfig, TrainConfig
+from model.core.config import ModelConfig, PretrainRun, TrainConfig
 from model.core.gpt import GPT
 from model.core.precision import autocast
 from model.launch.sinks import Reporter, run_reported
@@ -230,19 +230,12 @@ def _problem(loss: float, running: float | None, spike_factor: float) -> str | N
     return None
 
 
-def _load(path: str) -> tuple[TrainConfig, ModelConfig]:
-    raw = json.loads(Path(path).read_text())
-    tc = raw.get("train", {})
-    if "betas" in tc:
-        tc["betas"] = tuple(tc["betas"])
-    return TrainConfig(**tc), ModelConfig(**raw.get("model", {}))
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--config", required=True, help='JSON file: {"train": {...TrainConfig}, "model": {...ModelConfig}}')
     args = p.parse_args(argv)
-    cfg, mcfg = _load(args.config)
+    run = PretrainRun.from_json(json.loads(Path(args.config).read_text()))
+    cfg, mcfg = run.train, run.model
     try:
         train(cfg, mcfg)
     except TrainingStopped as e:

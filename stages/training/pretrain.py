@@ -39,7 +39,7 @@ from model.checkpoint.files import (
     verify,
     weights_sha256,
 )
-from model.core.config import TrainConfig
+from model.core.config import ModelConfig, PretrainRun, TrainConfig
 from model.pretrain.early_stop import EarlyStop, read_best, stop_holds
 from pipelines.config import recipe_fields
 from stages.config import YunqueConfig
@@ -224,7 +224,9 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
                "steps": [train["start_step"], train["steps"]]}
     if store.remote is not None:  # checkpoints go to the store as they are written (model.checkpoint.mirror)
         train["checkpoint_mirror"] = store.remote_url(asset)
-    spec = RunSpec(asset, root, key, {"train": train, "model": model}, lineage)
+    # the program's one typed input, built here so that a bad value fails before torchrun starts
+    run = PretrainRun(TrainConfig(**train), ModelConfig(**model))
+    spec = RunSpec(asset, root, key, json.loads(json.dumps(run.to_json())), lineage)
     write_json(spec.config_path, spec.config)
     rec = spec.record() | {"key": key, "data_key": data_key, "recipe": recipe, "config": spec.config,
                            "lineage": lineage}
