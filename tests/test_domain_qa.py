@@ -240,10 +240,12 @@ def test_the_sft_mixture_takes_train_pairs_and_chat_turns_and_the_program_report
 
     from model.checkpoint.load import load
     from model.core.parallel import Dist
+    from model.post.config import PostRun
     from tests.factory import tiny_checkpoint
 
     loaded = load(tiny_checkpoint(tmp_path / "ckpt", context=384))
-    run = {"stage": "sft", "data": "", "mixture": {n: str(write_jsonl(r, tmp_path / f"{n}.jsonl")) for n, r in got.items()}}
+    run = PostRun(stage="sft", train=cfg, init="", out=str(tmp_path),
+                  mixture={n: str(write_jsonl(r, tmp_path / f"{n}.jsonl")) for n, r in got.items()})
     sft = SFT(cfg, loaded, Dist(), run, lambda **_: None)
     plan = sft.plan()
     assert {n: m["conversations"] for n, m in plan["mixture"].items()} == {"math_add2": 10, "domain_qa": 3,

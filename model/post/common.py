@@ -11,7 +11,7 @@ import torch
 
 from model.checkpoint.load import Loaded
 from model.core.batches import Epochs
-from model.post.config import StageConfig
+from model.post.config import PostRun, StageConfig
 from pipelines.tasks import post_data
 
 Update = Callable[[torch.Tensor], float]  # backward, clip, optimizer step; returns the gradient norm
@@ -25,7 +25,7 @@ class Stage:
     trains_lm = True  # False: a head's loss only (the reward model); no replay of pretraining text
     batches: Epochs | None = None  # the order of the stage's examples: its state resumes a run exactly
 
-    def __init__(self, cfg: StageConfig, loaded: Loaded, d, run: dict, report):
+    def __init__(self, cfg: StageConfig, loaded: Loaded, d, run: PostRun, report):
         self.cfg, self.loaded, self.d, self.run, self.report = cfg, loaded, d, run, report
         self.tok = loaded.tokenizer
         self.device = d.device
@@ -72,29 +72,29 @@ def frozen_copy(module: torch.nn.Module) -> torch.nn.Module:
     return ref
 
 
-def conversations(cfg: StageConfig, run: dict) -> tuple[list[list[dict]], str]:
+def conversations(cfg: StageConfig, run: PostRun) -> tuple[list[list[dict]], str]:
     """The stage's conversations and where they come from: the user's data file, or else
     the built-in math set (SFT with a `mixture` in its run: sft_mixture)."""
-    if run.get("data"):
-        return post_data.read_sft(run["data"]), run["data"]
+    if run.data:
+        return post_data.read_sft(run.data), run.data
     return post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed), f"built-in math_sft/{cfg.math_level}"
 
 
-def sft_mixture(cfg: StageConfig, run: dict) -> dict[str, list[list[dict]]]:
+def sft_mixture(cfg: StageConfig, run: PostRun) -> dict[str, list[list[dict]]]:
     """{source: conversations}: the user's file, the built-in math set, and the jsonl files
-    of `run["mixture"]` ({source: path}: corpus pairs, conversational turns)."""
+    of `run.mixture` ({source: path}: corpus pairs, conversational turns)."""
     sources: dict[str, list[list[dict]]] = {}
-    if run.get("data"):
-        sources["data"] = post_data.read_sft(run["data"])
+    if run.data:
+        sources["data"] = post_data.read_sft(run.data)
     if cfg.examples:
         sources[f"math_{cfg.math_level}"] = post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed)
-    for name, path in run["mixture"].items():
+    for name, path in run.mixture.items():
         sources[name] = post_data.read_sft(path)
     return sources
 
 
-def preferences(cfg: StageConfig, run: dict) -> tuple[list[post_data.Preference], str]:
-    if run.get("data"):
-        return post_data.read_preferences(run["data"]), run["data"]
+def preferences(cfg: StageConfig, run: PostRun) -> tuple[list[post_data.Preference], str]:
+    if run.data:
+        return post_data.read_preferences(run.data), run.data
     return (post_data.math_preferences(cfg.examples, cfg.math_level, cfg.seed),
             f"built-in math_preferences/{cfg.math_level}")

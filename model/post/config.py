@@ -7,8 +7,10 @@ the SFT model's trunk; PPO from DPO, scored by the reward model; GRPO from PPO).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -135,6 +137,37 @@ class PostTrainConfig:
 
 
 STAGE_TYPES = {"sft": SFTConfig, "reward": RewardConfig, "dpo": DPOConfig, "ppo": PPOConfig, "grpo": GRPOConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class PostRun:
+    """One post-training run as the stage layer resolved it: the stage's recipe and where
+    everything is. stages.training.post_train writes it as run.json (`to_json`); the
+    program (model.post.train) reads it once (`from_json`) and hands this object on."""
+
+    stage: str  # sft | reward | dpo | ppo | grpo
+    train: StageConfig  # the stage's recipe, STAGE_TYPES[stage]
+    init: str  # the checkpoint (or asset directory) to start from
+    out: str  # this stage's directory
+    data: str = ""  # the user's jsonl, "": the built-in set
+    reward_model: str = ""  # PPO: the reward model's checkpoint directory
+    mixture: dict[str, str] = dataclasses.field(default_factory=dict)  # SFT: {source: jsonl path}
+    replay_shards: list[str] = dataclasses.field(default_factory=list)  # the base model's token shards
+    lineage: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {
+            "train": dataclasses.asdict(self.train)}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> PostRun:
+        stage = raw.get("stage")
+        if stage not in STAGE_TYPES:
+            raise ValueError(f"run.json: stage {stage!r} is not one of {sorted(STAGE_TYPES)}")
+        unknown = sorted(set(raw) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"run.json: unknown keys {unknown}")
+        return cls(**{**raw, "train": STAGE_TYPES[stage](**raw.get("train", {}))})
 
 
 def check(name: str, c: StageConfig) -> None:

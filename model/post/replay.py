@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from model.core.precision import autocast
+from model.post.config import PostRun
 from model.pretrain.data import TokenWindows
 
 # each stage reads its own order of the windows (all seeded by the stage's seed)
@@ -34,11 +35,11 @@ class Replay:
 
     split = "train"
 
-    def __init__(self, cfg, loaded, d, run: dict):
-        stage = run["stage"]
+    def __init__(self, cfg, loaded, d, run: PostRun):
+        stage = run.stage
         train = loaded.state.get("train_config") or {}
         # as the stage layer resolved them in the home (stages.training.post_train.replay_shards), else as recorded
-        shards = [str(s) for s in (run.get("replay_shards") or train.get("shards", []))]
+        shards = [str(s) for s in (run.replay_shards or train.get("shards", []))]
         missing = [s for s in shards if not Path(s, "header.json").exists()]
         if not shards or missing:
             what = f"missing: {missing[:3]}" if missing else "the starting checkpoint names none"

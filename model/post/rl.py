@@ -74,8 +74,8 @@ class _RL(Stage):
 
     def __init__(self, cfg, loaded, d, run, report):
         super().__init__(cfg, loaded, d, run, report)
-        if run.get("data"):
-            self.problems, self.source = math_tasks.read_gsm8k(run["data"]), run["data"]
+        if run.data:
+            self.problems, self.source = math_tasks.read_gsm8k(run.data), run.data
         else:
             self.problems = math_problems(cfg.examples, cfg.math_level, cfg.seed + 7)
             self.source = f"built-in math prompts/{cfg.math_level}"
@@ -169,9 +169,9 @@ class PPO(_RL):
     def __init__(self, cfg, loaded, d, run, report):
         super().__init__(cfg, loaded, d, run, report)
         self.module = PolicyValue(loaded.model).to(self.device)
-        rm_ckpt = ckpt.latest(run["reward_model"])
+        rm_ckpt = ckpt.latest(run.reward_model)
         if rm_ckpt is None:
-            raise FileNotFoundError(f"no intact reward model checkpoint at {run['reward_model']}")
+            raise FileNotFoundError(f"no intact reward model checkpoint at {run.reward_model}")
         rm = load(rm_ckpt, device=self.device)
         self.reward_model = RewardModel(rm.model).to(self.device)
         self.reward_model.load_heads(ckpt.load_heads(rm_ckpt))

@@ -26,7 +26,7 @@ def mask_check(tok, messages: list[dict], row: Encoded) -> dict:
 class SFT(Stage):
     def __init__(self, cfg, loaded, d, run, report):
         super().__init__(cfg, loaded, d, run, report)
-        if run.get("mixture"):  # the stage layer's SFT mixture: math, the user's file, corpus pairs, chat turns
+        if run.mixture:  # the stage layer's SFT mixture: math, the user's file, corpus pairs, chat turns
             sources = sft_mixture(cfg, run)
             convs = [c for group in sources.values() for c in group]
             self.mixture = {n: {"conversations": len(g), "tokens": sum(len(encode_conversation(self.tok, c).ids)

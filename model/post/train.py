@@ -1,9 +1,9 @@
 """The post-training program: `torchrun [...] -m model.post.train --config run.json`.
 
-run.json: {"stage": "sft" | "reward" | "dpo" | "ppo" | "grpo", "train": {...stage config},
-"init": the checkpoint (or asset directory) to start from, "reward_model": the reward
-model's (PPO), "data": a jsonl path or "", "out": this stage's directory, "lineage": {...},
-"replay_shards": the base model's token shards, optional (model/post/replay.py)}.
+run.json is a PostRun (model/post/config.py) as the stage layer wrote it: the stage, its
+recipe, the checkpoint to start from, the reward model's (PPO), the user's data file, the
+SFT mixture, the base model's token shards for replay, this stage's directory and the
+lineage. It is read once, in `train`, into that one typed object.
 
 One loop for every stage: the stage object (model/post/sft.py, pref.py, rl.py)
 owns its data, its models and what one step computes; the loop owns the optimizer, the
@@ -20,7 +20,9 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -30,7 +32,7 @@ from model.checkpoint.load import load
 from model.core import parallel
 from model.core.schedule import lr_at
 from model.launch.sinks import Reporter, run_reported
-from model.post.config import STAGE_TYPES, StageConfig
+from model.post.config import PostRun, StageConfig
 from model.post.replay import Replay, off_summary
 
 
@@ -42,16 +44,16 @@ def _optimizer(module: torch.nn.Module, cfg: StageConfig, fused: bool) -> torch.
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=tuple(cfg.betas), fused=fused)
 
 
-def _build(run: dict, cfg: StageConfig, d: parallel.Dist, report: Reporter):
+def _build(run: PostRun, cfg: StageConfig, d: parallel.Dist, report: Reporter):
     from model.post import pref as post_pref
     from model.post import rl as post_rl
     from model.post import sft as post_sft
 
     builders = {"sft": post_sft.SFT, "reward": post_sft.Reward, "dpo": post_pref.Preference,
                 "ppo": post_rl.PPO, "grpo": post_rl.GRPO}
-    loaded = load(ckpt_or_raise(run["init"]), device=d.device)
+    loaded = load(ckpt_or_raise(run.init), device=d.device)
     loaded.model.train()
-    return builders[run["stage"]](cfg, loaded, d, run, report), loaded
+    return builders[run.stage](cfg, loaded, d, run, report), loaded
 
 
 def ckpt_or_raise(path: str) -> ckpt.Checkpoint:
@@ -61,17 +63,19 @@ def ckpt_or_raise(path: str) -> ckpt.Checkpoint:
     return found
 
 
-def train(run: dict) -> dict:
+def train(run: PostRun | Mapping[str, Any]) -> dict:
+    """Train one stage; `run` as PostRun, or as run.json's mapping (read once, here)."""
+    run = run if isinstance(run, PostRun) else PostRun.from_json(run)
     d = parallel.init()
-    stage_name = run["stage"]
-    cfg = STAGE_TYPES[stage_name](**run["train"])
+    stage_name = run.stage
+    cfg = run.train
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    out = Path(run["out"])
+    out = Path(run.out)
     return run_reported(out, d, cfg.steps, lambda report: _train(run, cfg, d, out, report), name=stage_name)
 
 
-def _train(run: dict, cfg: StageConfig, d: parallel.Dist, out: Path, report: Reporter) -> dict:
+def _train(run: PostRun, cfg: StageConfig, d: parallel.Dist, out: Path, report: Reporter) -> dict:
     torch.manual_seed(cfg.seed)
     stage, loaded = _build(run, cfg, d, report)
     replay = Replay(cfg, loaded, d, run) if cfg.replay and stage.trains_lm else None
@@ -131,16 +135,16 @@ def _train(run: dict, cfg: StageConfig, d: parallel.Dist, out: Path, report: Rep
     return last_metrics
 
 
-def _save(out: Path, step: int, stage, replay: Replay | None, loaded, opt, cfg: StageConfig, run: dict,
+def _save(out: Path, step: int, stage, replay: Replay | None, loaded, opt, cfg: StageConfig, run: PostRun,
           metrics: dict, d: parallel.Dist) -> ckpt.Checkpoint | None:
     saved = None
     if d.main:
         init_state = loaded.state
         state = {"stage_state": stage.state_dict(), "replay": replay.state_dict() if replay else {},
-                 "metrics": metrics, "stage": run["stage"],
+                 "metrics": metrics, "stage": run.stage,
                  "post_config": dataclasses.asdict(cfg), "model_config": dataclasses.asdict(loaded.config),
                  # the pretraining run's windows: evaluation measures every stage on the same validation tokens
-                 "train_config": init_state.get("train_config", {}), "lineage": run.get("lineage", {})}
+                 "train_config": init_state.get("train_config", {}), "lineage": run.lineage}
         saved = ckpt.save(out, step, loaded.model.state_dict(), opt.state_dict(), state,
                           keep=cfg.keep_checkpoints, tied=loaded.config.tie_embeddings,
                           tokenizer=loaded.tokenizer.directory, heads=stage.heads())

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from model.checkpoint.files import checksums
-from model.post.config import SFTConfig, check
+from model.post.config import PostRun, SFTConfig, check
 from pipelines.config import RUNTIME, fields_with
 from pipelines.tasks import chitchat
 from pipelines.tokens.tokenizer import file_hash
@@ -118,9 +118,9 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     root.mkdir(parents=True, exist_ok=True)
     _archive_if_changed(root, key)
     mixture = {n: str(domain_qa.write_jsonl(r, root / "mixture" / f"{n}.jsonl")) for n, r in generated.items()}
-    config = {"stage": stage, "train": dataclasses.asdict(scfg), "init": str(init), "data": data,
-              "reward_model": str(reward) if reward else "", "out": str(root), "lineage": lineage,
-              "replay_shards": shards, **({"mixture": mixture} if isinstance(scfg, SFTConfig) else {})}
+    config = PostRun(stage=stage, train=scfg, init=str(init), out=str(root), data=data,
+                     reward_model=str(reward) if reward else "", mixture=mixture, replay_shards=shards,
+                     lineage=lineage).to_json()
     spec = RunSpec(asset, root, key, config, lineage)
     write_json(spec.config_path, config)
     write_json(root / RUN_FILE, spec.record() | {"key": key, "config": config, "lineage": lineage})
