@@ -130,3 +130,36 @@ def tiny_checkpoint(root: Path, seed: int = 0, train_config: dict | None = None,
         **({"train_config": train_config} if train_config is not None else {})}, tied=cfg.tie_embeddings,
         tokenizer=tok)
     return saved.path
+
+
+def answering_checkpoint(root: Path, answer: int, steps: int = 40) -> Path:
+    """tiny_checkpoint trained to reply `<answer>{answer}</answer>` to every chat prompt,
+    whatever it asks: greedy math accuracy on a problem set is then known without the model,
+    the share of its problems whose answer is `answer` (the base model's checkpoint again,
+    step 10). Trained on training-split problems; prompts longer than the context keep their
+    end, as generation keeps it."""
+    import torch
+
+    from model.checkpoint import state as ckpt
+    from model.checkpoint.load import load
+    from model.core.batches import collate, encode_reply
+    from model.post.losses import sft_loss
+    from pipelines.tasks import math_tasks
+
+    loaded = load(tiny_checkpoint(root))
+    model, tok, context = loaded.model, loaded.tokenizer, loaded.config.context
+    rows = [encode_reply(tok, math_tasks.prompt_for(p), f"<answer>{answer}</answer>")
+            for p in math_tasks.spanish_problems(128, "train", "add2", seed=0)]
+    for r in rows:
+        r.ids, r.trained = r.ids[-(context - 4):], r.trained[-(context - 4):]
+    batch = collate(rows, tok.eot_id)
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        pick = torch.randint(0, len(rows), (16,))
+        logits, _ = model(batch.idx[pick])
+        sft_loss(logits, batch.targets[pick]).backward()
+        opt.step()
+        opt.zero_grad()
+    return ckpt.save(root / "base_model", 10, model.state_dict(), {}, loaded.state, tied=loaded.config.tie_embeddings,
+                     tokenizer=tok.directory).path

@@ -8,11 +8,12 @@ import json
 import dagster as dg
 import pytest
 
-from tests.factory import tiny_checkpoint
+from tests.factory import answering_checkpoint
 from tests.test_lineage import record_base
 from yunque import env
 
-EVAL = {"eval.math_problems": 8, "eval.sample_tokens": 12, "eval.math_max_new_tokens": 12, "eval.val_batches": 2,
+ANSWER = 47  # the base model's reply to every problem; 24 problems: 1 of the set, 2 of its rephrasings
+EVAL = {"eval.math_problems": 24, "eval.sample_tokens": 12, "eval.math_max_new_tokens": 12, "eval.val_batches": 2,
         "export.gguf": ["q8_0"]}
 
 
@@ -21,8 +22,9 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
     h = env.use_home(tmp_path / "home")
-    # data/base_model/step-00000010, its record and data/tokenizer, as training leaves them
-    record_base(tiny_checkpoint(h / "data"))
+    # data/base_model/step-00000010, its record and data/tokenizer, as training leaves them: a
+    # model that answers ANSWER to everything, so that its math accuracy is known in advance
+    record_base(answering_checkpoint(h / "data", ANSWER))
     return h
 
 
@@ -43,13 +45,31 @@ def test_report_and_export_materialize(home):
     assert result.success
     md = _md(result, "eval_report")
     assert md["stages"] == ["base_model"] and md["reused_rows"] == []
-    assert md["base_model/math_accuracy"] >= 0 and md["base_model/repeat_4_max"] >= 0
-    assert 0 <= md["base_model/math_rephrased"] <= 1  # the same task in held-out wordings
     out = home / "data" / "eval_report"
     report = json.loads((out / "report.json").read_text())
     row = report["rows"]["base_model"]
-    assert row["step"] == 10 and row["math_problems"] == 8 and len(row["samples"]) == 5
-    assert row["math"]["es_add2"]["problems"] == 8
+    assert row["step"] == 10 and row["math_problems"] == 24 and len(row["samples"]) == 5
+    assert row["math"]["es_add2"]["problems"] == 24
+    # the metadata is the report's table: every number of the row, as report.json has it
+    from assets.evaluation import NUMERIC
+
+    table = next(r for r in report["table"] if r["stage"] == "base_model")
+    numbers = {c: table[c] for c in NUMERIC if isinstance(table[c], (int, float))}
+    assert {"math_accuracy", "math_rephrased", "format_rate", "repeat_4_max"} <= numbers.keys()
+    assert {c: md[f"base_model/{c}"] for c in numbers} == numbers
+    # ... and the accuracies are what the model's one answer earns on each problem set (the
+    # same task in held-out wordings for math_rephrased): worked out here from the sets alone
+    from pipelines.tasks.math_tasks import math_eval_set
+
+    expected = {name: round(sum(p.answer == ANSWER for p in math_eval_set(name, 24, seed=0)) / 24, 4)
+                for name in ("es_add2", "es_add2_rephrased")}
+    assert 0 < expected["es_add2"] != expected["es_add2_rephrased"] > 0  # a check that can tell them apart
+    assert md["base_model/math_accuracy"] == row["math_accuracy"] == expected["es_add2"], expected
+    assert md["base_model/math_rephrased"] == row["math_rephrased"] == expected["es_add2_rephrased"]
+    assert md["base_model/format_rate"] == row["math"]["es_add2"]["format_rate"] == 1.0  # every reply in <answer> tags
+    assert row["math"]["es_add2"]["correct"] == round(expected["es_add2"] * 24)
+    assert all(e["predicted"] == ANSWER and e["correct"] == (e["expected"] == ANSWER)
+               for e in row["math"]["es_add2"]["examples"] + row["math"]["es_add2_rephrased"]["examples"])
     assert "| base_model | 10 |" in (out / "report.md").read_text()
     assert (out / "math_accuracy.png").stat().st_size > 1000
 

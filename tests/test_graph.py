@@ -4,6 +4,8 @@ the whole graph then starts no run), a new shard."""
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import os
 import subprocess
@@ -68,34 +70,71 @@ def test_whole_data_graph(home, corpus):
     assert not any("cookies" in t or "Todos los derechos" in t for t in html["text"])
 
     instance = dg.DagsterInstance.get()
-    for key in ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "deduped_documents"):
-        mats = instance.fetch_materializations(dg.AssetKey(key), limit=10).records
-        assert {m.partition_key for m in mats} == {"foro", "manuales"}, key
-        md = mats[0].asset_materialization.metadata
-        assert "drops" in md and "documents_in" in md and "bytes_in" in md
+    # each shard's metadata, stage by stage, accounts for its documents: what a stage read is
+    # what the stage before it kept, what it kept is what it read less its drops, the drops
+    # are the rejected rows reason by reason, and the last stage's count and bytes are the
+    # kept rows'
+    chain_keys = ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
+                  "deduped_documents")
+    for shard, records_read in (("manuales", 10), ("foro", 6 + 2)):
+        md = {}
+        for key in chain_keys:
+            mats = instance.fetch_materializations(dg.AssetKey(key), limit=10).records  # newest first
+            assert {m.partition_key for m in mats} == {"foro", "manuales"}, key
+            md[key] = {k: v.value for k, v in next(m for m in mats if m.partition_key == shard)
+                       .asset_materialization.metadata.items()}
+            drops = md[key]["drops_json"]
+            assert md[key]["documents_out"] == md[key]["documents_in"] - sum(drops.values()), (shard, key, md[key])
+            assert md[key]["rejected"] == sum(drops.values()) and "drops" in md[key], (shard, key)
+        assert md["raw_documents"]["documents_in"] == records_read
+        for before, after in itertools.pairwise(chain_keys):
+            assert md[after]["documents_in"] == md[before]["documents_out"], (shard, before, after)
+        for before, after in (("raw_documents", "clean_documents"), ("clean_documents", "filtered_documents"),
+                              ("filtered_documents", "deduped_documents")):
+            assert md[after]["bytes_in"] == md[before]["bytes_out"], (shard, before, after)
+        mine = kept.filter(pl.col("shard") == shard)
+        assert md["deduped_documents"]["documents_out"] == mine.height
+        assert md["deduped_documents"]["bytes_out"] == sum(len(t.encode()) for t in mine["text"])
+        drops = collections.Counter()
+        for key in chain_keys:
+            drops.update(md[key]["drops_json"])
+        assert drops == collections.Counter(rejected.filter(pl.col("shard") == shard)["reason"].to_list()), shard
     assert instance.fetch_materializations(dg.AssetKey("dedup_index"), limit=1).records
-    checks = {name: passed for r in summary.runs for _, name, passed, _ in r.checks}
+    # every evaluation of a check, per asset and shard (a dict by check name alone would keep
+    # only the last shard's verdict)
+    evaluations = [(label, name, passed) for r in summary.runs for label, name, passed, _ in r.checks]
+    checks = {name for _, name, _ in evaluations}
     assert {"every_document_once", "language_is_pure", "no_near_duplicates_left", "tokenizer_round_trip",
-            "tokens_per_word"} <= checks.keys()
+            "tokens_per_word", "loss_mask_assistant_only"} <= checks
+    for shard in ("foro", "manuales"):  # the shard checks ran on each shard
+        assert {n for label, n, _ in evaluations if label == f"deduped_documents[{shard}]"} >= {
+            "every_document_once", "language_is_pure"}, shard
     # warnings: a 512-token vocabulary on random words may exceed 1.4 tokens per word,
     # 4 training steps on a corpus without validation documents prove nothing about loss,
     # and a model that has seen 256 tokens repeats itself; two post-training steps on a
     # dozen examples decide nothing about held-out pairs or reward hacking either
-    assert all(p for n, p in checks.items()
-               if n not in ("tokens_per_word", "val_loss_below_unigram_entropy", "repetition",
-                            "heldout_pair_accuracy_above_chance", "no_reward_hacking"))
-    assert checks["loss_mask_assistant_only"]
+    warnings = ("tokens_per_word", "val_loss_below_unigram_entropy", "repetition",
+                "heldout_pair_accuracy_above_chance", "no_reward_hacking")
+    assert [(label, n) for label, n, passed in evaluations if not passed and n not in warnings] == []
     model = next(r.assets["base_model"] for r in summary.runs if "base_model" in r.assets)
     assert model["step"] == 4 and model["checkpoint"].endswith("step-00000004") and model["mlflow_run_id"]
     # ... evaluated on the token shards' validation split, and exported
     report = next(r.assets["eval_report"] for r in summary.runs if "eval_report" in r.assets)
     assert report["stages"] == ["base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model"]
     assert report["cached"] is False
-    assert report["base_model/math_accuracy"] >= 0 and (home / "data" / "eval_report" / "report.md").exists()
+    # its numbers are the report's table, stage by stage (report.json beside report.md)
+    from assets.evaluation import NUMERIC
+
+    table = json.loads((home / "data" / "eval_report" / "report.json").read_text())["table"]
+    assert [r["stage"] for r in table] == report["stages"] and (home / "data" / "eval_report" / "report.md").exists()
+    numbers = {f"{r['stage']}/{c}": r[c] for r in table for c in NUMERIC if isinstance(r[c], (int, float))}
+    assert {f"{s}/math_accuracy" for s in report["stages"]} <= numbers.keys()
+    assert {k: report[k] for k in numbers} == numbers
+    assert not {k for k in report if k.split("/")[-1] in NUMERIC} - numbers.keys()
     exported = next(r.assets["exported_model"] for r in summary.runs if "exported_model" in r.assets)
     # the last stage of the chain is what gets exported
     assert exported["checkpoint"].endswith("grpo_model/step-00000002") and exported["max_abs_logit_diff"] <= 1e-4
-    assert {"transformers_logits_match", "gguf_logits_match", "val_loss_rising", "repetition"} <= checks.keys()
+    assert {"transformers_logits_match", "gguf_logits_match", "val_loss_rising", "repetition"} <= checks
 
     # The tokenizer and token arrays: loadable by transformers and by the training loader.
     from transformers import AutoTokenizer
