@@ -142,8 +142,9 @@ STAGE_TYPES = {"sft": SFTConfig, "reward": RewardConfig, "dpo": DPOConfig, "ppo"
 @dataclasses.dataclass(frozen=True)
 class PostRun:
     """One post-training run as the stage layer resolved it: the stage's recipe and where
-    everything is. stages.training.post_train writes it as run.json (`to_json`); the
-    program (model.post.train) reads it once (`from_json`) and hands this object on."""
+    everything is. stages.training.post_train writes it as the stage's train_config.json
+    (`to_json`); the program (model.post.train) reads it once (`from_json`) and hands this
+    object on."""
 
     stage: str  # sft | reward | dpo | ppo | grpo
     train: StageConfig  # the stage's recipe, STAGE_TYPES[stage]
@@ -163,10 +164,10 @@ class PostRun:
     def from_json(cls, raw: Mapping[str, Any]) -> PostRun:
         stage = raw.get("stage")
         if stage not in STAGE_TYPES:
-            raise ValueError(f"run.json: stage {stage!r} is not one of {sorted(STAGE_TYPES)}")
+            raise ValueError(f"train_config.json: stage {stage!r} is not one of {sorted(STAGE_TYPES)}")
         unknown = sorted(set(raw) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
-            raise ValueError(f"run.json: unknown keys {unknown}")
+            raise ValueError(f"train_config.json: unknown keys {unknown}")
         return cls(**{**raw, "train": STAGE_TYPES[stage](**raw.get("train", {}))})
 
 

@@ -1,7 +1,7 @@
-"""The post-training program: `torchrun [...] -m model.post.train --config run.json`.
+"""The post-training program: `torchrun [...] -m model.post.train --config train_config.json`.
 
-run.json is a PostRun (model/post/config.py) as the stage layer wrote it: the stage, its
-recipe, the checkpoint to start from, the reward model's (PPO), the user's data file, the
+train_config.json is a PostRun (model/post/config.py) as the stage layer wrote it: the
+stage, its recipe, the checkpoint to start from, the reward model's (PPO), the user's data file, the
 SFT mixture, the base model's token shards for replay, this stage's directory and the
 lineage. It is read once, in `train`, into that one typed object.
 
@@ -64,7 +64,7 @@ def ckpt_or_raise(path: str) -> ckpt.Checkpoint:
 
 
 def train(run: PostRun | Mapping[str, Any]) -> dict:
-    """Train one stage; `run` as PostRun, or as run.json's mapping (read once, here)."""
+    """Train one stage; `run` as PostRun, or as train_config.json's mapping (read once, here)."""
     run = run if isinstance(run, PostRun) else PostRun.from_json(run)
     d = parallel.init()
     stage_name = run.stage
@@ -155,7 +155,7 @@ def _save(out: Path, step: int, stage, replay: Replay | None, loaded, opt, cfg: 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--config", required=True, help="the stage's run.json (see the module docstring)")
+    p.add_argument("--config", required=True, help="the stage's train_config.json (see the module docstring)")
     args = p.parse_args(argv)
     run = json.loads(Path(args.config).read_text())
     try:
