@@ -117,3 +117,27 @@ def test_smoke_is_every_stage_of_tiny_made_short_and_never_the_champion():
         assert short.eval_every <= short.steps and short.checkpoint_every <= short.steps, stage
     assert smoke.eval.math_problems < tiny.eval.math_problems
     assert smoke.promotion.registered_model != tiny.promotion.registered_model
+
+
+def test_a_programs_config_file_is_read_into_one_typed_object_and_refuses_what_it_does_not_know():
+    """train_config.json round-trips through PretrainRun / PostRun, values validated on
+    the way in; an unknown key or stage is an error naming the file, not ignored."""
+    import json
+
+    from model.core.config import PretrainRun
+    from model.post.config import PostRun
+
+    cfg = preset("tiny")
+    run = PretrainRun(cfg.train, cfg.model)
+    assert PretrainRun.from_json(json.loads(json.dumps(run.to_json()))) == run
+    with pytest.raises(ValueError, match=r"train_config.json: unknown keys \['trian'\]"):
+        PretrainRun.from_json({**run.to_json(), "trian": {}})
+    with pytest.raises(ValueError, match="steps"):
+        PretrainRun.from_json({"train": {"steps": 0}, "model": {}})
+    post = PostRun(stage="dpo", train=cfg.post.dpo, init="a", out="b", replay_shards=["s"])
+    back = PostRun.from_json(json.loads(json.dumps(post.to_json())))
+    assert back == post and back.train.loss == "dpo"
+    with pytest.raises(ValueError, match="stage 'sftt' is not one of"):
+        PostRun.from_json({**post.to_json(), "stage": "sftt"})
+    with pytest.raises(ValueError, match=r"unknown keys \['extra'\]"):
+        PostRun.from_json({**post.to_json(), "extra": 1})
