@@ -122,3 +122,17 @@ def test_each_assets_line_is_chosen_by_its_name():
     assert _describe("base_model", {"step": 4, "loss": 5.5}) == "step 4, loss 5.500, no validation tokens"
     assert _describe("promoted_model", {"version": "3"}) == "materialized"
     assert _describe("filtered_documents", {"documents_in": 8, "documents_out": 6}) == "8->6"
+
+
+def test_a_run_whose_assets_were_shown_as_they_landed_names_them_beside_its_failed_checks():
+    """The line at a run's end leaves out what was printed while it ran; when that is
+    everything but a check failed, it names the assets instead of a bare '-'."""
+    from assets.instance.follower import RunReport
+    from yunque.cli.main import _line
+
+    check = ("tokenizer", "tokens_per_word", False, False)
+    report = RunReport("r", [], True, "SUCCESS", assets={"tokenizer": {"vocab_size": 512}}, checks=[check],
+                       shown={"tokenizer"})
+    assert _line(report) == "[corpus] tokenizer (above)  ok (checks failed: tokenizer:tokens_per_word)"
+    report.checks = []
+    assert _line(report) == ""  # nothing more to say

@@ -165,7 +165,9 @@ def _line(report) -> str:
     status = "ok" if report.ok else f"FAILED: {report.error}"
     if report.failed_checks:
         status += f" (checks failed: {', '.join(report.failed_checks)})"
-    return f"[{report.label}] {'; '.join(parts) or '-'}  {status}"
+    # every asset already had its line as it landed: name them, for the checks that follow
+    what = "; ".join(parts) or (f"{', '.join(sorted(report.shown))} (above)" if report.shown else "-")
+    return f"[{report.label}] {what}  {status}"
 
 
 def _settings(args: argparse.Namespace, home: Path, overrides: dict):
