@@ -41,8 +41,9 @@ def recipe_key(config: dict[str, Any], stage: str) -> str:
     shaping = {s: config.get(s, {}) for s in DATA}
     not_train = {"seed", *fields_with(TrainConfig, PATH, RUNTIME)}
     shaping["train"] = {k: v for k, v in config.get("train", {}).items() if k not in not_train}
-    shaping["post"] = {p: {k: v for k, v in config.get("post", {}).get(p, {}).items()
-                           if k != "seed" and k not in fields_with(STAGE_TYPES[p], RUNTIME)} for p in _posts(stage)}
+    not_post = {p: {"seed", *fields_with(STAGE_TYPES[p], RUNTIME)} for p in _posts(stage)}
+    shaping["post"] = {p: {k: v for k, v in config.get("post", {}).get(p, {}).items() if k not in skip}
+                       for p, skip in not_post.items()}
     return cache_key(shaping)
 
 

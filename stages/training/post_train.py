@@ -110,7 +110,8 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     generated = sft_sources(store, scfg, shards) if isinstance(scfg, SFTConfig) else {}
     if generated:  # what the mixture holds is part of the run: other pairs, another run
         lineage["mixture"] = {n: {"records": len(r), "sha256": domain_qa.pairs_key(r)} for n, r in generated.items()}
-    recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in fields_with(type(scfg), RUNTIME)}
+    runtime = set(fields_with(type(scfg), RUNTIME))
+    recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in runtime}
     data_key = lineage["data"]["sha256"] if data else lineage["data"]
     key = cache_key(asset, POST_CODE_VERSION, recipe, lineage["init"]["weights_sha256"],
                     lineage.get("reward_model", {}).get("weights_sha256"), data_key, lineage.get("mixture"))
