@@ -1,6 +1,8 @@
-"""Faults an operator meets, tried for real (issue 28): the `yunque run` that started a
-daemon killed with SIGKILL, its daemon killed under it, and a dead daemon's heartbeat.
-Real subprocesses, a real sqlite instance, the real daemon and runs."""
+"""Faults an operator meets in the processes, tried for real (issues 28, 29): the `yunque run`
+that started a daemon killed with SIGKILL or Ctrl-C, its daemon killed under it, two
+commands at once, a dead daemon's heartbeat, the UI beside the command, a shard that
+leaves the corpus mid-run. Real subprocesses, a real sqlite instance, the real daemon
+and runs. Outages of the services and the disk are tests/test_outages.py."""
 
 from __future__ import annotations
 
@@ -11,76 +13,20 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 from tests.factory import add_shard, write_two_shards
-
-SELECT = "*minhash_signatures"
-
-
-def _ours(dagster_home: Path) -> list[psutil.Process]:
-    """The live processes started for this instance: the daemon, its code servers, the
-    run workers and their helpers (all inherit DAGSTER_HOME)."""
-    found = []
-    for p in psutil.process_iter():
-        try:
-            if p.pid != os.getpid() and p.status() != psutil.STATUS_ZOMBIE \
-                    and p.environ().get("DAGSTER_HOME") == str(dagster_home):
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return found
-
-
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := predicate():
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
-
-
-def _start_run(home: Path, corpus: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
-                             "--select", SELECT], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-
-
-def _run_worker(dagster_home: Path) -> list[psutil.Process]:
-    """The process executing a run (spawned by the code server)."""
-    return [p for p in _ours(dagster_home) if "spawn_main" in " ".join(p.cmdline())]
-
-
-def _daemon(dagster_home: Path) -> list[psutil.Process]:
-    return [p for p in _ours(dagster_home) if "assets.instance.daemon" in " ".join(p.cmdline())]
-
-
-def _rerun(home: Path, corpus: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
-                           "--select", SELECT], capture_output=True, text=True, timeout=600, check=False)
-
-
-def _outputs(home: Path) -> dict[str, list[dict]]:
-    """Every parquet output under the home's data (kept, rejected, signatures), row by row
-    (a NaN as a string: a filter's "not measured" NaN equals the other run's)."""
-    import math
-
-    import pyarrow.parquet as pq
-
-    def row(r: dict) -> dict:
-        return {k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
-
-    return {str(f.relative_to(home / "data")): [row(r) for r in pq.read_table(f).to_pylist()]
-            for f in sorted((home / "data").rglob("*.parquet"))}
-
-
-def _instance(dagster_home: Path, monkeypatch):
-    from dagster import DagsterInstance
-    from dagster._core.instance.ref import InstanceRef
-
-    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
-    return DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
+from tests.fault_runs import (
+    SELECT,
+    daemon_processes,
+    fault_mid_run,
+    instance_of,
+    open_instance,
+    ours,
+    outputs,
+    rerun,
+    run_worker,
+    start_run,
+    wait,
+)
 
 
 def test_a_killed_command_takes_its_daemon_and_runs_with_it(tmp_path, monkeypatch):
@@ -91,31 +37,31 @@ def test_a_killed_command_takes_its_daemon_and_runs_with_it(tmp_path, monkeypatc
     write_two_shards(corpus)
     add_shard(corpus, "grande", seed=3, docs=1500)  # seconds of work: the kill lands mid-run
     dagster_home = home / "dagster"
-    cli = _start_run(home, corpus)
+    cli = start_run(home, corpus)
     try:
-        _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
+        wait(lambda: run_worker(dagster_home), 180, "a run worker started")
         os.killpg(cli.pid, signal.SIGKILL)
         cli.wait(timeout=30)
         # the daemon's watch (1 s), its SIGINT to its runs, SIGKILL after 30 s at most
-        _wait(lambda: not _ours(dagster_home) or None, 90, f"our processes gone: {_ours(dagster_home)}")
+        wait(lambda: not ours(dagster_home) or None, 90, f"our processes gone: {ours(dagster_home)}")
     finally:
-        for p in _ours(dagster_home):
+        for p in ours(dagster_home):
             p.kill()
-    instance = _instance(dagster_home, monkeypatch)
+    instance = open_instance(dagster_home, monkeypatch)
     backfills = instance.get_backfills()
     assert [b.status.value for b in backfills] == ["CANCELED"]
     assert "the command that started this daemon" in (dagster_home / "daemon.log").read_text()
 
     # its heartbeat is fresh, but its record says it is gone: the command starts a daemon
     # at once instead of waiting on a dead one until the heartbeat is 90 s old
-    done = _rerun(home, corpus)
+    done = rerun(home, corpus)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "starting a Dagster daemon for this run" in done.stdout, done.stdout
     assert "0 failed" in done.stdout, done.stdout
-    _wait(lambda: not _ours(dagster_home) or None, 30,
-          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
-    assert _rerun(tmp_path / "clean", corpus).returncode == 0
-    assert _outputs(home) == _outputs(tmp_path / "clean")
+    wait(lambda: not ours(dagster_home) or None, 30,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in ours(dagster_home)]}")
+    assert rerun(tmp_path / "clean", corpus).returncode == 0
+    assert outputs(home) == outputs(tmp_path / "clean")
 
 
 def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
@@ -124,10 +70,10 @@ def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
     corpus, home = tmp_path / "corpus", tmp_path / "home"
     write_two_shards(corpus)
     dagster_home = home / "dagster"
-    cli = _start_run(home, corpus)
+    cli = start_run(home, corpus)
     try:
-        first = _wait(lambda: _daemon(dagster_home), 180, "the daemon started")[0]
-        _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
+        first = wait(lambda: daemon_processes(dagster_home), 180, "the daemon started")[0]
+        wait(lambda: run_worker(dagster_home), 180, "a run worker started")
         first.kill()
         out, _ = cli.communicate(timeout=600)
     finally:
@@ -135,12 +81,12 @@ def test_a_daemon_killed_under_the_command_is_replaced(tmp_path):
             os.killpg(cli.pid, signal.SIGKILL)
     assert "the Dagster daemon exited (code -9); starting another" in out, out
     assert cli.returncode in (0, 1), out  # a run the dead daemon's code server held may have failed
-    _wait(lambda: not _ours(dagster_home) or None, 60, "our processes gone")
+    wait(lambda: not ours(dagster_home) or None, 60, "our processes gone")
     if cli.returncode == 1:  # then the same command finishes it
-        again = _rerun(home, corpus)
+        again = rerun(home, corpus)
         assert again.returncode == 0, again.stdout + again.stderr
-    assert _rerun(tmp_path / "clean", corpus).returncode == 0
-    assert _outputs(home) == _outputs(tmp_path / "clean")
+    assert rerun(tmp_path / "clean", corpus).returncode == 0
+    assert outputs(home) == outputs(tmp_path / "clean")
 
 
 def test_two_commands_at_once_on_a_new_home_both_finish(tmp_path):
@@ -151,7 +97,7 @@ def test_two_commands_at_once_on_a_new_home_both_finish(tmp_path):
     corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
     write_two_shards(corpus)
     dagster_home = home / "dagster"
-    both = [_start_run(home, corpus) for _ in range(2)]
+    both = [start_run(home, corpus) for _ in range(2)]
     try:
         outs = [cli.communicate(timeout=600)[0] for cli in both]
     finally:
@@ -162,10 +108,10 @@ def test_two_commands_at_once_on_a_new_home_both_finish(tmp_path):
         assert cli.returncode == 0, out
         assert "0 failed" in out, out
     assert sum("starting a Dagster daemon" in out for out in outs) == 1, outs
-    _wait(lambda: not _ours(dagster_home) or None, 60,
-          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
-    assert _rerun(clean, corpus).returncode == 0
-    assert _outputs(home) == _outputs(clean)
+    wait(lambda: not ours(dagster_home) or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in ours(dagster_home)]}")
+    assert rerun(clean, corpus).returncode == 0
+    assert outputs(home) == outputs(clean)
 
 
 def _serving_daemon(tmp_path: Path, monkeypatch, backfills_only: bool = True):
@@ -177,7 +123,7 @@ def _serving_daemon(tmp_path: Path, monkeypatch, backfills_only: bool = True):
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
     dagster_home = env.use_home(tmp_path / "home") / "dagster"
-    instance = _instance(dagster_home, monkeypatch)
+    instance = open_instance(dagster_home, monkeypatch)
     log = dagster_home / "daemon.log"
     proc = daemon.start(log, backfills_only=backfills_only)
     try:
@@ -205,7 +151,7 @@ def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        for p in _ours(dagster_home):
+        for p in ours(dagster_home):
             p.kill()
 
 
@@ -221,8 +167,8 @@ def test_a_live_daemon_of_ours_still_counts(tmp_path, monkeypatch):
     finally:
         daemon.stop(proc, instance)
     assert not daemon.serving(instance)
-    _wait(lambda: not _ours(dagster_home) or None, 30,
-          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
+    wait(lambda: not ours(dagster_home) or None, 30,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in ours(dagster_home)]}")
 
 
 def test_a_run_that_ended_without_a_step_failure_says_why(tmp_path):
@@ -309,174 +255,8 @@ def test_a_ui_whose_timing_the_serving_daemon_does_not_have_says_so(tmp_path, mo
                            "schedule cron '*/3 * * * *'"), line
     saved = home_settings.read(home)
     assert (saved.sensor_interval_s, saved.training_cron) == (20, "*/3 * * * *")
-    _wait(lambda: not _ours(dagster_home) or None, 60,
-          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
-
-
-def test_a_short_database_outage_is_waited_out(tmp_path, monkeypatch):
-    """PostgreSQL stopped and started again 15 s later: a storage call made in between
-    waits for it (dagster-postgres alone gives up after about 11 s), and one beyond
-    YUNQUE_OUTAGE_GRACE_S fails with the exception `yunque.faults` turns into one line."""
-    import threading
-
-    import pytest
-    from dagster_postgres.utils import DagsterPostgresException
-
-    from tests.pg_server import restartable_postgres
-    from yunque import env
-
-    with restartable_postgres(tmp_path) as pg:
-        monkeypatch.setenv(env.POSTGRES_URL, pg.url)
-        monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
-        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
-        monkeypatch.delenv("YUNQUE_OUTAGE_GRACE_S", raising=False)
-        env.use_home(tmp_path / "home")
-        from assets.instance import client
-
-        instance = client.instance()
-        assert list(instance.get_runs()) == []
-        pg.stop()
-        later = threading.Timer(15, pg.start)
-        later.start()
-        started = time.monotonic()
-        try:
-            assert list(instance.get_runs()) == []
-        finally:
-            later.join()
-        assert time.monotonic() - started >= 14
-
-        monkeypatch.setenv("YUNQUE_OUTAGE_GRACE_S", "2")
-        pg.stop()
-        started = time.monotonic()
-        with pytest.raises(DagsterPostgresException, match=r"did not answer for 2 s \(YUNQUE_OUTAGE_GRACE_S\)"):
-            instance.get_runs()
-        assert time.monotonic() - started < 10
-        pg.start()
-
-
-def _fault_mid_run(cmd: list[str], dagster_home: Path, fault, env: dict | None = None) -> tuple[int, str]:
-    """Run `cmd` (a `yunque run`) and, once a run works, `fault()`; (status, output)."""
-    cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True, env=env)
-    try:
-        _wait(lambda: _run_worker(dagster_home), 180, "a run worker started")
-        fault()
-        out, _ = cli.communicate(timeout=600)
-    finally:
-        if cli.poll() is None:
-            os.killpg(cli.pid, signal.SIGKILL)
-    return cli.returncode, out
-
-
-def _outage_mid_run(cmd: list[str], dagster_home: Path, stop, start, env: dict | None = None) -> None:
-    """Run `cmd` (a `yunque run`); once a run works, `stop()` a service, wait 20 s and
-    `start()` it again: the command must end with status 0 and leave nothing running."""
-    def outage() -> None:
-        stop()
-        time.sleep(20)
-        start()
-    code, out = _fault_mid_run(cmd, dagster_home, outage, env)
-    assert code == 0, out
-    assert "0 failed" in out, out
-    _wait(lambda: not _ours(dagster_home) or None, 60,
-          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(dagster_home)]}")
-
-
-def test_postgres_stopped_for_20_s_mid_run_is_ridden_out(tmp_path):
-    """`yunque run` on a PostgreSQL instance, the server stopped for 20 s while a run
-    works and started again: the command, its daemon and its runs wait for it, the command
-    ends with status 0, nothing is left running, and the outputs are a clean run's."""
-    from tests.pg_server import restartable_postgres
-    from yunque import env
-
-    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
-    write_two_shards(corpus)
-    add_shard(corpus, "grande", seed=3, docs=1500)
-    dagster_home = home / "dagster"
-    with restartable_postgres(tmp_path) as pg:
-        cmd = [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
-               "--select", SELECT]
-        _outage_mid_run(cmd, dagster_home, pg.stop, pg.start, env={**os.environ, env.POSTGRES_URL: pg.url})
-    assert _rerun(clean, corpus).returncode == 0
-    assert _outputs(home) == _outputs(clean)
-
-
-def test_the_s3_endpoint_stopped_for_20_s_mid_run_is_ridden_out(tmp_path, monkeypatch):
-    """The corpus on an S3 endpoint that stops for 20 s while the shards are read, then
-    comes back (the same server, its objects intact): the reads wait for it, `yunque run`
-    ends with status 0, nothing is left running, and the outputs are a clean run's."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-             "NO_PROXY": "127.0.0.1,localhost"}
-    for k, v in creds.items():
-        monkeypatch.setenv(k, v)
-    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
-    write_two_shards(corpus)
-    add_shard(corpus, "grande", seed=3, docs=1500)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    servers = [server]
-    port = server.get_host_and_port()[1]
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        s3 = boto3.client("s3", endpoint_url=endpoint)
-        s3.create_bucket(Bucket="outage")
-        for f in sorted(p for p in corpus.rglob("*") if p.is_file()):
-            s3.upload_file(str(f), "outage", f"corpus/{f.relative_to(corpus).as_posix()}")
-        cmd = [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", "s3://outage/corpus",
-               "--s3-endpoint", endpoint, "--select", SELECT]
-
-        def restart() -> None:  # the same port; moto keeps its objects in this process
-            servers.append(ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False))
-            servers[-1].start()
-
-        _outage_mid_run(cmd, home / "dagster", server.stop, restart)
-        again = subprocess.run([*cmd[:4], str(clean), *cmd[5:]], capture_output=True, text=True, timeout=600,
-                               check=False)
-        assert again.returncode == 0, again.stdout + again.stderr
-    finally:
-        servers[-1].stop()
-    assert _outputs(home) == _outputs(clean)
-
-
-def test_a_full_disk_is_one_line_and_the_same_command_resumes(tmp_path):
-    """The home on a 3 MiB tmpfs: the disk fills mid-run. `yunque run` ends with one line
-    that says the disk is full (no traceback), nothing of ours is left running, and once
-    there is room again the same command finishes with a clean run's outputs."""
-    import shutil
-
-    import pytest
-
-    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
-    write_two_shards(corpus)
-    add_shard(corpus, "grande", seed=3, docs=1500)
-    home.mkdir()
-    if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(home)],
-                                                        capture_output=True, check=False).returncode != 0:
-        pytest.skip("mounting a tmpfs is not allowed here (needs root, or CAP_SYS_ADMIN in a container)")
-    try:
-        full = _rerun(home, corpus)
-        assert full.returncode in (1, 2), full.stdout + full.stderr
-        assert "Traceback" not in full.stdout + full.stderr, full.stdout + full.stderr
-        said = [line for line in (full.stdout + full.stderr).splitlines()
-                if "disk is full" in line or "disk holding the Dagster instance" in line
-                or "No space left on device" in line]
-        assert said, full.stdout + full.stderr
-        _wait(lambda: not _ours(home / "dagster") or None, 60,
-              f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
-        subprocess.run(["mount", "-o", "remount,size=64m", str(home)], check=True)
-        again = _rerun(home, corpus)
-        assert again.returncode == 0, again.stdout + again.stderr
-        _wait(lambda: not _ours(home / "dagster") or None, 60,
-              f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
-        assert _rerun(clean, corpus).returncode == 0
-        assert _outputs(home) == _outputs(clean)
-    finally:
-        for p in _ours(home / "dagster"):
-            p.kill()
-        subprocess.run(["umount", "-l", str(home)], check=False)
+    wait(lambda: not ours(dagster_home) or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in ours(dagster_home)]}")
 
 
 def test_a_shard_removed_mid_run_fails_alone_and_the_join_goes_on(tmp_path):
@@ -494,18 +274,18 @@ def test_a_shard_removed_mid_run_fails_alone_and_the_join_goes_on(tmp_path):
         return [sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
                 "--select", "*deduped_documents"]
     one_per_run = {**os.environ, "YUNQUE_SHARDS_PER_RUN": "1"}  # zeta's run waits in the queue (2 at once)
-    code, out = _fault_mid_run(cmd(home, corpus), home / "dagster", lambda: shutil.rmtree(corpus / "zeta"),
+    code, out = fault_mid_run(cmd(home, corpus), home / "dagster", lambda: shutil.rmtree(corpus / "zeta"),
                                one_per_run)
     assert code == 0, out
     assert "shard 'zeta' is registered but no longer found" in out, out
     assert "shard zeta left the corpus during the run and failed alone; going on over the shards that are there" in out
-    _wait(lambda: not _ours(home / "dagster") or None, 60,
-          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+    wait(lambda: not ours(home / "dagster") or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in ours(home / 'dagster')]}")
     again = subprocess.run(cmd(clean, clean_corpus), capture_output=True, text=True, timeout=600, check=False,
                            env=one_per_run)
     assert again.returncode == 0, again.stdout + again.stderr
-    mine = {k: v for k, v in _outputs(home).items() if "zeta" not in k}
-    assert mine == _outputs(clean)
+    mine = {k: v for k, v in outputs(home).items() if "zeta" not in k}
+    assert mine == outputs(clean)
 
 
 def test_a_ui_opened_earlier_never_undoes_a_run_with_a_new_shard(tmp_path):
@@ -531,10 +311,10 @@ def test_a_ui_opened_earlier_never_undoes_a_run_with_a_new_shard(tmp_path):
         assert "starting a Dagster daemon" not in done.stdout, done.stdout  # the UI's served it
         assert "0 failed" in done.stdout, done.stdout
         time.sleep(12)  # two more ticks of the UI's shard sensor
-        registered = set(_instance_of(home).get_dynamic_partitions("shards"))
+        registered = set(instance_of(home).get_dynamic_partitions("shards"))
     assert registered == {"foro", "manuales", "nuevo"}
-    _wait(lambda: not _ours(home / "dagster") or None, 60,
-          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
+    wait(lambda: not ours(home / "dagster") or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in ours(home / 'dagster')]}")
 
 
 def test_ctrl_c_of_a_run_leaves_the_uis_backfill_on_its_daemon_alone(tmp_path):
@@ -553,9 +333,9 @@ def test_ctrl_c_of_a_run_leaves_the_uis_backfill_on_its_daemon_alone(tmp_path):
                            env=ui_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
     try:
-        _wait(lambda: _run_worker(home / "dagster"), 180, "the command's first run")
+        wait(lambda: run_worker(home / "dagster"), 180, "the command's first run")
         with ui(home) as url:
-            instance = _instance_of(home)
+            instance = instance_of(home)
             keys = ["raw_documents", "clean_documents", "filtered_documents", "minhash_signatures"]
             out = graphql(url, LAUNCH, {"p": {"assetSelection": [{"path": [k]} for k in keys], "allPartitions": True,
                                               "title": "from the UI"}})
@@ -580,51 +360,8 @@ def test_ctrl_c_of_a_run_leaves_the_uis_backfill_on_its_daemon_alone(tmp_path):
     assert any(r.status == dg.DagsterRunStatus.CANCELED for r in own_runs), [r.status for r in own_runs]
     runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill}))
     assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), [r.status for r in runs]
-    _wait(lambda: not _ours(home / "dagster") or None, 60,
-          f"our processes gone: {[' '.join(p.cmdline()) for p in _ours(home / 'dagster')]}")
-
-
-def _instance_of(home: Path):
-    from dagster import DagsterInstance
-    from dagster._core.instance.ref import InstanceRef
-
-    saved = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = str(home / "dagster")
-    try:
-        return DagsterInstance.from_ref(InstanceRef.from_dir(str(home / "dagster")))
-    finally:
-        if saved is None:
-            os.environ.pop("DAGSTER_HOME")
-        else:
-            os.environ["DAGSTER_HOME"] = saved
-
-
-def test_outputs_the_store_lost_are_named_and_materialized_again(tmp_path):
-    """Outputs that Dagster records as materialized but the store no longer has (a store
-    that lost objects): `yunque run` names them; a selection without them fails in the
-    stage that needs them, saying how to repair; the full selection materializes them
-    again, with a clean run's outputs."""
-    import shutil
-
-    corpus, home, clean = tmp_path / "corpus", tmp_path / "home", tmp_path / "clean"
-    write_two_shards(corpus)
-    assert _rerun(home, corpus).returncode == 0
-    shutil.rmtree(home / "data" / "raw_documents" / "foro")
-    shutil.rmtree(home / "data" / "filtered_documents" / "foro")
-
-    only = subprocess.run([sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(corpus),
-                           "--select", "minhash_signatures"], capture_output=True, text=True, timeout=600, check=False)
-    assert only.returncode == 1, only.stdout + only.stderr
-    assert ("filtered_documents of 1 shards (foro): recorded as materialized in Dagster, but its output is gone from "
-            "the store; materialize it again: yunque run --select 'key:filtered_documents'") in only.stdout, only.stdout
-    assert "filtered_documents/foro has no output in the store" in only.stdout, only.stdout
-
-    again = _rerun(home, corpus)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert ("raw_documents of 1 shards (foro): recorded as materialized in Dagster, but its output is gone from the "
-            "store; this run materializes it again") in again.stdout, again.stdout
-    assert _rerun(clean, corpus).returncode == 0
-    assert _outputs(home) == _outputs(clean)
+    wait(lambda: not ours(home / "dagster") or None, 60,
+          f"our processes gone: {[' '.join(p.cmdline()) for p in ours(home / 'dagster')]}")
 
 
 def test_a_failure_raised_from_a_raw_error_is_what_the_line_says(tmp_path):
