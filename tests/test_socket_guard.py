@@ -162,11 +162,15 @@ def test_a_swallowed_error_still_fails_the_test(tmp_path):
     test catches and ignores still fails its test, in the process and in a child."""
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(SWALLOWING_TESTS))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
+    # -rN: no short summary, whose lines repeat the message only when the terminal is
+    # wide enough (CI's is, a developer's may not be), so the count below is exact.
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rN", "-p", "tests.conftest", "-p", "no:cacheprovider",
                         "--rootdir", str(tmp_path), "-c", os.devnull, "test_inner.py"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=300, check=False)
     out = p.stdout + p.stderr
     assert p.returncode == 1, out
     assert "2 failed, 1 passed" in out, out
     assert out.count("network access outside loopback during call") == 2, out
+    for name in ("test_swallows_the_error_in_process", "test_swallows_the_error_in_a_subprocess"):
+        assert f"_ {name} _" in out, out
     assert "connect to 203.0.113.1:9" in out
