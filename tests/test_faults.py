@@ -336,9 +336,15 @@ def test_ctrl_c_of_a_run_leaves_the_uis_backfill_on_its_daemon_alone(tmp_path):
         wait(lambda: run_worker(home / "dagster"), 180, "the command's first run")
         with ui(home) as url:
             instance = instance_of(home)
+            # The UI's backfill works on a shard the command never saw (registered as the
+            # shard sensor would), so its run is real work still going when Ctrl-C has
+            # cancelled the command's backfill: on shards the command had already done,
+            # the UI's runs were cache hits that could all end first (a flake, once).
+            add_shard(corpus, "enorme", seed=4, docs=6000)
+            instance.add_dynamic_partitions("shards", ["enorme"])
             keys = ["raw_documents", "clean_documents", "filtered_documents", "minhash_signatures"]
-            out = graphql(url, LAUNCH, {"p": {"assetSelection": [{"path": [k]} for k in keys], "allPartitions": True,
-                                              "title": "from the UI"}})
+            out = graphql(url, LAUNCH, {"p": {"assetSelection": [{"path": [k]} for k in keys],
+                                              "partitionNames": ["enorme"], "title": "from the UI"}})
             backfill = out["launchPartitionBackfill"]["backfillId"]
             wait_for("a run of the UI's backfill at work", lambda: instance.get_runs(filters=dg.RunsFilter(
                 tags={"dagster/backfill": backfill}, statuses=[dg.DagsterRunStatus.STARTED])), 300, poll=0.5)
