@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets import (
     checks,
+    decontamination,
     dedup,
     evaluation,
     ingest,
@@ -27,9 +28,9 @@ from stages.store.env import home_url
 
 telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
-ASSETS = dg.load_assets_from_modules([ingest, dedup, tokens, training, post_training, evaluation,
+ASSETS = dg.load_assets_from_modules([ingest, dedup, tokens, decontamination, training, post_training, evaluation,
                                       promotion])
-CHECKS = dg.load_asset_checks_from_modules([checks, token_checks, promotion])
+CHECKS = dg.load_asset_checks_from_modules([checks, token_checks, decontamination, promotion])
 
 
 def training_launcher() -> dg.ConfigurableResource:

@@ -48,7 +48,9 @@ def _checks(report: dict) -> list[dg.AssetCheckResult]:
     return out
 
 
-@dg.asset(deps=CHECKPOINT_ASSETS, group_name="evaluation", kinds={"pytorch", "mlflow"}, pool=TRAINING_POOL,
+# eval_contamination chooses the held-out domain QA pairs the report scores (the clean ones)
+@dg.asset(deps=[*CHECKPOINT_ASSETS, dg.AssetKey("eval_contamination")], group_name="evaluation",
+          kinds={"pytorch", "mlflow"}, pool=TRAINING_POOL,
           code_version=EVAL_CODE_VERSION, check_specs=[dg.AssetCheckSpec(n, asset=EVAL_REPORT) for n in ALARMS])
 def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
                 mlflow: MlflowTracking) -> dg.MaterializeResult:

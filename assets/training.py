@@ -4,6 +4,7 @@ import json
 
 import dagster as dg
 
+from assets.decontamination import eval_contamination
 from assets.metadata import image, rows_table
 from assets.partitions import consumed_shards
 from assets.tokens import token_shards, tokenizer
@@ -83,7 +84,7 @@ class Pretraining:
 
 
 base_model = training_asset(
-    Pretraining(), deps=[tokenizer, token_shards], group_name="training", code_version=CODE_VERSION, check=BEATS_UNIGRAM,
+    Pretraining(), deps=[tokenizer, token_shards, eval_contamination], group_name="training", code_version=CODE_VERSION, check=BEATS_UNIGRAM,
     description="A decoder-only transformer pretrained on the token shards' training split, with validation loss, "
                 "perplexity and bits per byte; checkpoints under data/base_model/ (the directory resolves to its "
                 "latest intact checkpoint). When only the shards changed since a finished run, it continues that "

@@ -311,6 +311,33 @@ class DedupConfig:
 
 
 @section
+class DecontaminationConfig:
+    """eval_contamination (stages.data.decontamination): the evaluation sets looked up in the
+    training split by n-gram overlap, GPT-3's method (pipelines.data.decontamination)."""
+
+    ngram: Annotated[int, Field(ge=4)] = 13  # GPT-3's; Dolma and Marin use 8 (more recall on edited copies)
+    # an item shorter than `ngram` words is looked for by its runs of this many words
+    min_words: Annotated[int, Field(ge=4)] = 8
+    # The check fails, and base_model refuses to train, when more than this share of any
+    # one evaluation set is found in the training split.
+    max_contaminated: Fraction = 0.0
+    # Write a purified training split without the contaminated documents (each recorded in
+    # rejected_documents with the reason eval_contamination); base_model then trains on it.
+    purify: bool = False
+    # Evaluation sets of your own, jsonl or parquet: every string in a record (a chat's
+    # message contents included) is the item's text.
+    eval_files: tuple[str, ...] = ()
+    bloom_error: Annotated[float, Field(gt=0, lt=0.5)] = 1e-4  # the filter's false positives are confirmed exactly
+    examples: NonNegInt = 50  # contaminated items listed in the materialization
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        if self.min_words > self.ngram:
+            raise ValueError(f"min_words ({self.min_words}) must be at most ngram ({self.ngram})")
+        return self
+
+
+@section
 class TokenizerConfig:
     # at least the 256 byte tokens and the 16 reserved for special tokens; 48_000 suits
     # technical domains with many identifiers

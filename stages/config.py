@@ -27,6 +27,7 @@ from model.core.config import EvalConfig, ExportConfig, ModelConfig, TrainConfig
 from model.post.config import PostTrainConfig
 from pipelines.config import (
     CleanConfig,
+    DecontaminationConfig,
     DedupConfig,
     FilterConfig,
     Fraction,
@@ -75,6 +76,7 @@ class YunqueConfig:
     langid: LangIdConfig = field(default_factory=LangIdConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    decontamination: DecontaminationConfig = field(default_factory=DecontaminationConfig)  # eval_contamination
     # pretraining: the model's shape (vocab_size is replaced by the tokenizer's) and the recipe
     model: ModelConfig = field(default_factory=model_presets.gpt2_125m)
     train: TrainConfig = field(default_factory=model_presets.train_default)

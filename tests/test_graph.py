@@ -268,20 +268,22 @@ def test_definitions_load():
     graph = defs().resolve_asset_graph()
     names = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
-                     "dedup_index", "deduped_documents", "tokenizer", "token_shards", "base_model", "sft_model",
-                     "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report", "exported_model",
-                     "promoted_model"}
+                     "dedup_index", "deduped_documents", "tokenizer", "token_shards", "eval_contamination",
+                     "base_model", "sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report",
+                     "exported_model", "promoted_model"}
     # the chain's order: each post-training stage starts from the one before it
     parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
                for k in graph.get_all_asset_keys()}
     assert parents["sft_model"] == {"base_model"} and parents["ppo_model"] == {"dpo_model", "reward_model"}
     assert parents["grpo_model"] == {"ppo_model"} and "grpo_model" in parents["exported_model"]
+    assert "eval_contamination" in parents["base_model"] and parents["eval_contamination"] == {"token_shards"}
+    assert graph.get_check_spec(dg.AssetCheckKey(dg.AssetKey("eval_contamination"), "no_eval_contamination")).blocking
     assert defs().resolve_job_def("shard_job") is not None
     # new data reaches a model: the training job covers everything from base_model on, and
     # its schedule is off until the user turns it on
     train = defs().resolve_job_def("train_and_promote")
     assert {k.to_user_string() for k in train.asset_layer.selected_asset_keys} >= {
-        "base_model", "grpo_model", "eval_report", "exported_model", "promoted_model"}
+        "eval_contamination", "base_model", "grpo_model", "eval_report", "exported_model", "promoted_model"}
     schedule = defs().resolve_schedule_def("train_on_new_data")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED and schedule.description
     for sensor in defs().sensors:

@@ -153,7 +153,7 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
     row["repeat_4_max"] = max(reps) if reps else None
     sets = {cfg.math_set: math_tasks.math_eval_set(cfg.math_set, cfg.math_problems, seed=cfg.seed,
                                                    path=cfg.math_file or None)}
-    rephrased = rephrased_set(cfg.math_set)
+    rephrased = math_tasks.rephrased_twin(cfg.math_set)
     if rephrased:  # the same task in wordings no training problem uses: learned the task, or a template?
         sets[rephrased] = math_tasks.math_eval_set(rephrased, cfg.math_problems, seed=cfg.seed)
     gsm8k = gsm8k or cfg.math_file
@@ -165,12 +165,6 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
     row["math_accuracy"], row["math_problems"] = main["accuracy"], main["problems"]
     row["math_rephrased"] = row["math"][rephrased]["accuracy"] if rephrased else None
     return row
-
-
-def rephrased_set(name: str) -> str | None:
-    """The held-out-wording twin of a generated Spanish set (es_add2 -> es_add2_rephrased)."""
-    twin = f"{name}_rephrased"
-    return twin if name.startswith("es_") and twin in math_tasks.EVAL_SETS else None
 
 
 def evaluate_checkpoint(path: str | Path | Checkpoint, cfg: EvalConfig, shards: Sequence[str] | None = None,

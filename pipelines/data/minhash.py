@@ -71,12 +71,17 @@ def _combine_all(wh: np.ndarray, n: int) -> np.ndarray:
 
 
 def _finalise(acc: np.ndarray) -> np.ndarray:
+    return mix64(acc) & _MAX_HASH
+
+
+def mix64(acc: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, in place: every output bit depends on every input bit."""
     acc ^= acc >> np.uint64(30)
     acc *= np.uint64(0xBF58476D1CE4E5B9)
     acc ^= acc >> np.uint64(27)
     acc *= np.uint64(0x94D049BB133111EB)
     acc ^= acc >> np.uint64(31)
-    return acc & _MAX_HASH
+    return acc
 
 
 def shingle_hashes(words: Sequence[str], ngram: int) -> np.ndarray:

@@ -43,9 +43,11 @@ def _accent_table() -> dict[int, str]:
 _ACCENTS = _accent_table()
 
 
-def normalize_for_dedup(text: str) -> list[str]:
-    """Words of `text` after the normalisation: the definition `batch_words` follows."""
-    return [_DIGITS.sub("0", w).translate(_ACCENTS) for w in _WORD.findall(text.lower())]
+def normalize_for_dedup(text: str, fold_digits: bool = True) -> list[str]:
+    """Words of `text` after the normalisation: the definition `batch_words` follows
+    (`fold_digits=False` keeps digit runs as they are)."""
+    words = _WORD.findall(text.lower())
+    return [(_DIGITS.sub("0", w) if fold_digits else w).translate(_ACCENTS) for w in words]
 
 
 def word_hash(word: str) -> int:
@@ -64,9 +66,10 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     return alnum, fold
 
 
-def batch_words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def batch_words(texts: pa.Array, fold_digits: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(uint64 `word_hash` of every word of the batch, in order; int64 word offsets per
-    document, len(texts) + 1). Null texts have no words."""
+    document, len(texts) + 1). Null texts have no words. `fold_digits=False` keeps digit
+    runs (decontamination: problems that differ only in their numbers are other items)."""
     low = pc.utf8_lower(texts.fill_null("")).cast(pa.large_string())
     _, off_buf, data_buf = low.buffers()
     offs = np.frombuffer(off_buf, dtype=np.int64)[low.offset : low.offset + len(low) + 1]
@@ -100,9 +103,10 @@ def batch_words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     doc_start = doc_start[: b.size]
     prev_word = np.r_[False, word[:-1]] & ~doc_start
     start = word & ~prev_word
-    digit = (b >= 0x30) & (b <= 0x39) & word
-    drop |= digit & np.r_[False, digit[:-1]] & ~start  # a digit run keeps its first byte...
-    b[digit] = 0x30  # ...as "0"
+    if fold_digits:
+        digit = (b >= 0x30) & (b <= 0x39) & word
+        drop |= digit & np.r_[False, digit[:-1]] & ~start  # a digit run keeps its first byte...
+        b[digit] = 0x30  # ...as "0"
     keep = word & ~drop
     kb, kstart = b[keep], start[keep]
     starts = np.flatnonzero(kstart)

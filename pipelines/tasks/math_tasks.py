@@ -289,6 +289,12 @@ EVAL_SETS = ("es_add2", "es_sub2", "es_mul1", "es_mixed", "es_add2_rephrased", "
              "es_mul1_rephrased", "es_mixed_rephrased", "gsm_symbolic", "gsm8k")
 
 
+def rephrased_twin(name: str) -> str | None:
+    """The held-out-wording twin of a generated Spanish set (es_add2 -> es_add2_rephrased)."""
+    twin = f"{name}_rephrased"
+    return twin if name.startswith("es_") and twin in EVAL_SETS else None
+
+
 def math_eval_set(name: str, n: int, seed: int = 0, path: str | None = None) -> list[MathProblem]:
     """`n` evaluation problems. Generated sets come from the held-out split only; "gsm8k"
     takes the first `n` records of the file at `path` (ValueError if it has fewer)."""

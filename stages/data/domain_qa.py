@@ -29,6 +29,10 @@ from stages.store.outputs import MANIFEST, DataStore
 DOCUMENTS = "deduped_documents"
 SPLITS_FILE = "documents.parquet"
 DEFAULT = QAOptions()
+SCORED_PAIRS = 64  # held-out pairs eval_report scores per checkpoint (a few seconds on a CPU for a small model)
+# candidates eval_contamination looks up in the training split: the first SCORED_PAIRS
+# that share no n-gram with it are the ones scored
+CANDIDATE_PAIRS = 4 * SCORED_PAIRS
 
 
 def encoded_shards(store: DataStore) -> list[str]:

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stages.config import YunqueConfig
+from stages.data.decontamination import ASSET as CONTAMINATION
+from stages.data.decontamination import contamination_key
 from stages.data.dedup import INDEX_ASSET, deduped_key, index_key, minhash_key
 from stages.data.ingest import clean_key, filter_key, read_key
 from stages.data.token_shards import encoded_key, intact
@@ -26,7 +28,7 @@ from stages.store.outputs import DataStore
 
 PER_SHARD = ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "deduped_documents",
              TOKEN_SHARDS)
-WHOLE_CORPUS = (INDEX_ASSET, TOKENIZER)
+WHOLE_CORPUS = (INDEX_ASSET, TOKENIZER, CONTAMINATION)
 
 
 @dataclass
@@ -86,4 +88,10 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
             encoded = encoded_key(cfg, tok["stats"]["extra"]["tokenizer_hash"], deduped)
             if _current(store, TOKEN_SHARDS, shard, encoded) and intact(store.dir(TOKEN_SHARDS, shard)):
                 out.fresh_shards[TOKEN_SHARDS].add(shard)
+    if fingerprints and out.fresh_shards[TOKEN_SHARDS] == set(fingerprints):
+        # the shards base_model would train on (stages.training.pretrain.token_inputs: not the empty ones)
+        versions = {s: m["key"] for s in fingerprints if (m := store.manifest(TOKEN_SHARDS, s))
+                    and (m["stats"]["extra"].get("train_tokens") or m["stats"]["extra"].get("val_tokens"))}
+        if _current(store, CONTAMINATION, None, contamination_key(cfg, versions)):
+            out.fresh_assets.add(CONTAMINATION)
     return out

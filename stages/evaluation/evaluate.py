@@ -21,7 +21,8 @@ from pathlib import Path
 from model.checkpoint.files import Checkpoint, weights_sha256
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
-from stages.data.domain_qa import heldout_pairs, pairs_key
+from stages.data.decontamination import scored_pairs
+from stages.data.domain_qa import SCORED_PAIRS, heldout_pairs, pairs_key
 from stages.evaluation import report as eval_report
 from stages.evaluation import seed_spread
 from stages.reports.loss_curve import read_metrics
@@ -33,7 +34,6 @@ from stages.training.selection import consumed_record
 EVAL_REPORT = "eval_report"
 EXPORTED_MODEL = "exported_model"
 EVAL_CODE_VERSION = "4"  # 2: the domain question-answering score; 3: math in held-out wordings; 4: seed
-DOMAIN_QA_PAIRS = 64  # held-out pairs scored per checkpoint (a few seconds on a CPU for a small model)
 EXPORT_CODE_VERSION = "2"  # 2: the record carries its source's lineage
 
 
@@ -88,7 +88,9 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
             progress(f"not evaluated: {why}")
     out = store.dir(EVAL_REPORT)
     (out / "rows").mkdir(parents=True, exist_ok=True)
-    qa_pairs = heldout_pairs(store, DOMAIN_QA_PAIRS)  # from validation documents only
+    qa_pairs = scored_pairs(store)  # the clean ones eval_contamination chose, or (before it ran) the first ones
+    if qa_pairs is None:
+        qa_pairs = heldout_pairs(store, SCORED_PAIRS)  # from validation documents only
     rows, reused = {}, []
     config = cfg.to_dict()
     recipes = {stage: seed_spread.recipe_key(config, stage) for stage in eval_report.STAGES}

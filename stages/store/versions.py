@@ -15,4 +15,5 @@ CODE_VERSIONS = {
     "deduped_documents": "3",
     "tokenizer": "1",
     "token_shards": "1",
+    "eval_contamination": "1",
 }

@@ -43,6 +43,7 @@ from model.core.config import ModelConfig, PretrainRun, TrainConfig
 from model.pretrain.early_stop import EarlyStop, read_best, stop_holds
 from pipelines.config import recipe_fields
 from stages.config import YunqueConfig
+from stages.data.decontamination import DecontaminationError, training_shards
 from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json
@@ -188,7 +189,11 @@ class Start:
 
 
 def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str = BASE_MODEL) -> RunSpec:
-    tok_hash, versions, vocab = token_inputs(store, shards)
+    tok_hash, encoded, vocab = token_inputs(store, shards)
+    try:  # the eval_contamination verdict: refuse a contaminated split, train on a purified one
+        versions, shard_dir, decontamination = training_shards(store, encoded)
+    except DecontaminationError as e:
+        raise PretrainError(str(e)) from e
     try:  # train.mixture (part of the recipe, so of the key) against these shards, before anything is written
         by_source = mixture.groups(cfg.train, shards, versions)
     except mixture.MixtureError as e:
@@ -210,14 +215,14 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
     if cont is not None and start.in_root:  # its checkpoint now lives in the archive
         assert moved_to is not None
         cont["checkpoint"] = str(moved_to / Path(cont["checkpoint"]).name)
-    shard_dir = {s: str(store.dir(TOKEN_SHARDS, s)) for s in versions}
     train |= {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
               "tokenizer": str(store.dir(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": []}
     train["mixture_shards"] = [[shard_dir[s] for s in g] for g in by_source or []]
     if cont is not None:
         train |= {"init_from": cont["checkpoint"], "start_step": cont["step"], "steps": cont["step"] + t.continuation_steps(),
                   "replay_shards": [shard_dir[s] for s in start.old_shards]}
-    lineage = {"tokenizer_hash": tok_hash, "token_shards": versions, "start": start.reason, "continued_from": cont,
+    lineage = {"tokenizer_hash": tok_hash, "token_shards": versions, "decontamination": decontamination,
+               "start": start.reason, "continued_from": cont,
                "new_shards": start.new_shards, "old_shards": start.old_shards,
                "replay_fraction": t.replay_fraction if cont is not None else None,
                "sources": mixture.sources(store, t, start.new_shards, start.old_shards, cont is not None, by_source),

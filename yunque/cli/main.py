@@ -224,6 +224,7 @@ def _finish(home: Path, reports: list, shards: list[str], chosen: HomeSettings) 
         _token_summary(home, shards, chosen)
         print(f"tokenizer:          {home}/data/tokenizer/ (transformers.AutoTokenizer.from_pretrained)")
         print(f"token arrays:       {home}/data/token_shards/*/{{train,val}}.bin (+ header.json)")
+    _decontamination_summary(home)
     metadata = {k: m for r in reports for k, m in r.assets.items()}
     _model_summary(metadata, home)
     _eval_summary(metadata, home)
@@ -233,6 +234,21 @@ def _finish(home: Path, reports: list, shards: list[str], chosen: HomeSettings) 
         print(f"failed checks:      {', '.join(checks)}")
     for r in failed:
         print(f"  failed: {r.label}: {r.error} (run {r.run_id})", file=sys.stderr)
+
+
+def _decontamination_summary(home: Path) -> None:
+    """eval_contamination's verdict and the sets it looked up in the training split."""
+    path = home / "data" / "eval_contamination" / "report.json"
+    if not path.exists():
+        return
+    r = json.loads(path.read_text())
+    sets = ", ".join(f"{n} {s['contaminated']}/{s['items']}" for n, s in r["sets"].items())
+    verdict = ("passed" if r["within_limit"] else "passed on the purified split" if r["passed"]
+               else "FAILED: base_model will not train on this split")
+    replaced = len(r.get("domain_qa_replaced", []))
+    print(f"decontamination:    {verdict}; {r['ngram']}-grams found in the training split: {sets}"
+          + (f" ({replaced} domain QA candidates replaced)" if replaced else ""))
+    print(f"                    report: {path}")
 
 
 def _interrupt(signum, frame) -> None:
