@@ -72,8 +72,10 @@ def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
     for stage, row in report["rows"].items():
         tags |= {f"yunque.checkpoint.{stage}": row["checkpoint"], f"yunque.mlflow_run.{stage}": row["mlflow_run_id"]}
     run_id = mlflow.start_run(EVAL_REPORT, {"eval": dataclasses.asdict(cfg.eval)}, tags)
-    mlflow.log_metrics(run_id, {f"{r['stage']}.{c}": r[c] for r in report["table"] for c in NUMERIC
-                                if isinstance(r[c], (int, float))})
+    # the fixed figures and every harness task's (<task>.acc, <task>.acc_norm)
+    mlflow.log_metrics(run_id, {f"{r['stage']}.{c}": v for r in report["table"] for c, v in r.items()
+                                if (c in NUMERIC or c.endswith((".acc", ".acc_norm")))
+                                and isinstance(v, (int, float)) and not isinstance(v, bool)})
     mlflow.finish(run_id, "FINISHED", artifacts=list(paths.values()))
     md = {
         "report": dg.MetadataValue.md(paths["markdown"].read_text()),

@@ -14,6 +14,7 @@ from model.checkpoint.files import latest as latest_checkpoint
 from resources import CorpusStorage, MlflowTracking, YunqueSettings
 from stages.reports import loss_curve
 from stages.store.outputs import DataStore
+from stages.training import cost
 from stages.training.pretrain import (
     BASE_MODEL,
     CODE_VERSION,
@@ -59,7 +60,9 @@ class Pretraining:
                "nothing to train"
 
     def starting(self, spec: RunSpec) -> str:
-        return f"{spec.lineage['start']}; steps {spec.start_step}..{spec.steps}"
+        est = spec.record().get("estimate")
+        return f"{spec.lineage['start']}; steps {spec.start_step}..{spec.steps}" + \
+            (f"; {cost.summary(est)}" if est else "")
 
     def tags(self, spec: RunSpec) -> dict[str, str]:
         newest = latest_checkpoint(spec.dir)
@@ -129,9 +132,17 @@ def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: 
         md["estimated_seconds"] = round(estimate["estimated_total_s"], 1)
     if end.early_stop:
         md["early_stop"] = end.early_stop
+    md |= _divergence(records)
+    if est := spec.record().get("estimate"):
+        md["cost_estimate"] = rows_table(est["rows"])
+        if not cached:  # the time this materialization's run took, against what was estimated for it
+            md |= {f"time_{k}": v for k, v in cost.compared(est, records).items()}
     md |= _continuation(spec, state)
     if rows := loss_curve.eval_rows(records):
         md["loss_curve"] = rows_table(rows)
+    if rows := loss_curve.downstream_rows(records):  # the evaluations during training, with their cost
+        md["downstream_evals"] = rows_table(rows)
+        md["downstream_time_share"] = rows[-1]["time_share"]
     if (spec.dir / "loss_curve.png").exists():
         md["loss_curve_png"] = image(spec.dir / "loss_curve.png", "base_model loss curve")
     val = m.get("val_loss")
@@ -142,6 +153,21 @@ def _result(spec: RunSpec, end: RunEnd, cached: bool, entropy: float, reported: 
                     "of the training tokens' unigram distribution")
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(weights_sha256(latest.path)[:20]),
                                 check_results=[check], tags=planned)
+
+
+def _divergence(records: list[dict]) -> dict:
+    """The run's bad steps (non-finite, spikes) and rollbacks, as the program recorded them
+    (model.pretrain.divergence): counts, and a table of the events when there were any."""
+    events = [r for r in records if r.get("event") in ("bad_step", "rollback")]
+    md: dict = {"bad_steps": sum(r["event"] == "bad_step" for r in events),
+                "rollbacks": sum(r["event"] == "rollback" for r in events)}
+    if events:
+        md["divergence_events"] = rows_table([
+            {"step": r["step"], "event": r["event"],
+             "detail": (f"{r['problem']}; action {r['action']}" if r["event"] == "bad_step" else
+                        f"back to step {r['to_step']}, {r['skipped_batches']} batches skipped, "
+                        f"learning rate x {r['lr_scale']:g}")} for r in events])
+    return md
 
 
 def _continuation(spec: RunSpec, state: dict) -> dict:

@@ -27,9 +27,9 @@ import torch
 from bench.common import Spread, interleaved  # and the telemetry switches
 from model.checkpoint import state as ckpt
 from model.core.config import preset
+from model.core.generate import Sampling, generate
 from model.core.gpt import GPT
 from model.export.quantize import quantize_int8, weight_bytes
-from model.infer.generate import Sampling, generate
 
 
 def _checkpoint(name: str, context: int, root: Path) -> Path:

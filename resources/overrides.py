@@ -44,6 +44,8 @@ def _field_type(hint: Any, name: str) -> Any:
         return _choices(name, args)
     if dataclasses.is_dataclass(hint):  # the items of a list (train.mixture's sources)
         return _item(hint, name)
+    if origin is dict:  # a map of the user's names (cost.devices): each entry given whole
+        return dict[str, _field_type(args[1], name)]
     if origin in (tuple, list):
         items = {_field_type(a, name) for a in args if a is not Ellipsis}
         if len(items) == 1:

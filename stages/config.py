@@ -23,7 +23,7 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator
 
 import model.core.config as model_presets
 import model.post.config as post_presets
-from model.core.config import EvalConfig, ExportConfig, ModelConfig, TrainConfig
+from model.core.config import CostConfig, EvalConfig, ExportConfig, ModelConfig, TrainConfig
 from model.post.config import PostTrainConfig
 from pipelines.config import (
     CleanConfig,
@@ -59,6 +59,9 @@ class PromotionConfig:
     max_bpb_increase: NonNegFloat = 0.01
     # absolute: math_accuracy may fall to champion - this (100 problems: one is 0.01)
     max_accuracy_drop: Fraction = 0.02
+    # absolute: each harness task's acc (eval.harness) may be at most this below the
+    # champion's; None: the harness results are reported, not a criterion
+    harness_max_drop: Fraction | None = None
 
     @field_validator("alias")
     @classmethod
@@ -83,6 +86,7 @@ class YunqueConfig:
     post: PostTrainConfig = field(default_factory=PostTrainConfig)  # sft, reward, dpo, ppo, grpo
     eval: EvalConfig = field(default_factory=EvalConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    cost: CostConfig = field(default_factory=CostConfig)  # the estimate before a training run
     promotion: PromotionConfig = field(default_factory=PromotionConfig)  # the registry's champion
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,9 +124,11 @@ def smoke() -> YunqueConfig:
     good). docs/recipes.md says when to use it."""
     cfg = tiny()
     cfg.tokenizer.vocab_size = 512  # a small corpus supports a few hundred merges, not thousands
+    # a small corpus has few documents: a fifth of them, not 5%, fills a validation batch
+    cfg.tokenizer.val_fraction = 0.2
     cfg.train = dataclasses.replace(cfg.train, steps=20, batch_size=4, seq_len=64, warmup=2, eval_every=10,
                                     eval_batches=2, checkpoint_every=10, compile=False, warmup_probe_steps=1,
-                                    early_stop_patience=0)
+                                    early_stop_patience=0, downstream_every=10)
     cfg.post = post_presets.smoke()
     cfg.eval = dataclasses.replace(cfg.eval, math_problems=8, sample_tokens=16, math_max_new_tokens=16, val_batches=2)
     # its own registered model: a smoke run's export never becomes the real model's champion
@@ -206,9 +212,17 @@ def _deep_update(target: dict[str, Any], new: dict[str, Any]) -> None:
             target[k] = v
 
 
+# Maps whose keys are the user's names, not fields: an override may add an entry
+# (`{"cost.devices.mi300x": {"peak_tflops": 1307, ...}}`), and an entry's fields merge.
+OPEN_MAPS = {("cost", "devices")}
+
+
 def _merge(tree: dict[str, Any], overrides: dict[str, Any], path: tuple[str, ...]) -> None:
     for key, value in overrides.items():
         dotted = ".".join((*path, key))
+        if path in OPEN_MAPS and key not in tree:
+            tree[key] = value  # a new entry, validated with the tree
+            continue
         if key not in tree:
             raise ConfigError(f"unknown config key {dotted!r}{_did_you_mean(key, tree, path)}")
         if isinstance(tree[key], dict):
@@ -256,6 +270,9 @@ def check(cfg: YunqueConfig) -> None:
     if m.dim % m.n_heads or m.n_heads % m.kv_heads:
         raise ConfigError(f"model.dim ({m.dim}) must divide into model.n_heads ({m.n_heads}), and "
                           f"model.n_heads into model.n_kv_heads ({m.kv_heads})")
+    if t.on_nonfinite == "rollback" and t.fsdp:
+        # the rollback reloads full weights into the model, which FSDP has sharded
+        raise ConfigError("train.on_nonfinite 'rollback' does not work with train.fsdp yet; use 'skip' or DDP")
     for stage in post_presets.STAGE_TYPES:
         try:
             post_presets.check(stage, getattr(cfg.post, stage))

@@ -20,7 +20,7 @@ from tests.factory import SMALL_EVAL, SMALL_TRAIN, write_two_shards
 from yunque import env
 
 # validation documents too: the two-shard corpus has ~20 documents
-OVERRIDES = {"tokenizer.vocab_size": 512, "tokenizer.val_fraction": 0.3, **SMALL_TRAIN}
+OVERRIDES = {"tokenizer.vocab_size": 512, "tokenizer.val_fraction": 0.3, **SMALL_TRAIN, "train.downstream_every": 2}
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,23 @@ def _mlflow(home: Path):
     return MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db")
 
 
+def test_a_validation_split_too_small_for_one_batch_is_refused_before_training(data_home):
+    """A corpus whose validation documents cannot fill one batch would train with no
+    validation loss, no early stopping and no perplexity: the plan refuses, saying how
+    much text is missing and which setting would do."""
+    from stages.config import preset
+    from stages.store.outputs import DataStore
+    from stages.training.pretrain import PretrainError, prepare
+
+    home, _ = data_home
+    store = DataStore(home)
+    with pytest.raises(PretrainError, match=r"validation split holds [\d,]+ tokens in \d+ documents over 2 shards.*"
+                                            r"train.batch_size = 4096.*Raise tokenizer.val_fraction \(now 0.3; about"):
+        prepare(store, ["foro", "manuales"], preset("tiny", OVERRIDES | {"train.batch_size": 4096}))
+    assert not (store.dir("base_model") / "train_config.json").exists() or \
+        json.loads((store.dir("base_model") / "train_config.json").read_text())["train"]["batch_size"] != 4096
+
+
 def test_materialize_tracks_the_run_in_mlflow(data_home):
     home, corpus = data_home
     result = _materialize(home, corpus, OVERRIDES)
@@ -69,6 +86,14 @@ def test_materialize_tracks_the_run_in_mlflow(data_home):
     assert md["step"] == SMALL_TRAIN["train.steps"] and md["cached"] is False
     assert md["val_loss"] > 0 and md["parameters"] > 0 and md["device"] == "cpu"  # reported by rank 0 over Pipes
     assert md["checkpoint"].endswith("step-00000004")
+    # the estimate made before launch, per device kind, against the time the run took here
+    estimate = {r.data["device"]: r.data for r in md["cost_estimate"].records}
+    assert set(estimate) >= {"cpu", "a100", "h100", "h200"} and estimate["h100"]["cost"] >= 0
+    assert md["time_device"] == "cpu" and md["time_estimated_s"] == estimate["cpu"]["seconds"] > 0
+    assert 0 < md["time_actual_s"] and md["time_actual_over_estimate"] > 0
+    assert (md["bad_steps"], md["rollbacks"]) == (0, 0) and "divergence_events" not in md
+    assert [r.data["step"] for r in md["downstream_evals"].records] == [2, 4]  # beside the loss curve
+    assert 0 < md["downstream_time_share"] < 1
     # how it started, its steps and what it read: one group of every shard for a fresh run
     assert md["start"] == "fresh: no previous run" and md["step_range"] == "0..4" and "continued_from" not in md
     mixture = [r.data for r in md["mixture"].records]
@@ -94,6 +119,17 @@ def test_materialize_tracks_the_run_in_mlflow(data_home):
     assert run.data.params["train.steps"] == "4" and run.data.params["model.vocab_size"] == "512"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [1, 2, 3, 4]
     assert len(client.get_metric_history(run.info.run_id, "val_loss")) == 2  # every 2 steps
+    # the downstream evaluations during training, every train.downstream_every (2) steps, with their cost
+    for name in ("eval_repeat_4_max", "eval_distinct_2_mean", "eval_seconds", "eval_time_share"):
+        assert [m.step for m in client.get_metric_history(run.info.run_id, name)] == [2, 4], name
+    share = client.get_metric_history(run.info.run_id, "eval_time_share")[-1].value
+    assert 0 < share < 1
+    # the domain QA pairs the stage wrote beside the run (this small corpus's validation
+    # documents have no sections to make them from; tests/test_downstream.py scores some)
+    pairs = (home / "data" / "base_model" / "downstream_qa.jsonl").read_text().splitlines()
+    evaluated = [r for r in map(json.loads, (home / "data" / "base_model" / "metrics.jsonl").read_text().splitlines())
+                 if r["event"] == "step" and "eval_seconds" in r]
+    assert [r["step"] for r in evaluated] == [2, 4] and {r["eval_domain_qa_pairs"] for r in evaluated} == {len(pairs)}
     assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"loss_curve.png", "train_config.json",
                                                                        "run.json", "metrics.jsonl"}
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
@@ -136,8 +172,10 @@ def test_eval_report_measures_what_training_measured(data_home):
 
 def test_impossible_plan_is_refused_with_the_fix(data_home):
     home, corpus = data_home
-    # 1.1B parameters, 64k-token micro-batches: far beyond this machine's memory
-    result = _materialize(home, corpus, {**OVERRIDES, "model": "1b", "train.batch_size": 64,
+    # 8B parameters (the 1b preset, 200 layers deep): their weights, gradients and AdamW
+    # moments alone are far beyond this machine's memory; a batch of 2 windows of 1,024
+    # tokens, which the validation split can fill (a larger one is refused before launch)
+    result = _materialize(home, corpus, {**OVERRIDES, "model": "1b", "model.n_layers": 200, "train.batch_size": 2,
                                          "train.seq_len": 1024})
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error

@@ -25,7 +25,7 @@ def ckpt(tmp_path_factory):
 
 def test_generate_prints_only_the_continuation(ckpt):
     from model.checkpoint.load import load
-    from model.infer.generate import Sampling, generate
+    from model.core.generate import Sampling, generate
 
     p = yunque("generate", "--checkpoint", str(ckpt), "--prompt", "La casa del", "--max-new-tokens", "10",
                "--temperature", "0")
@@ -45,7 +45,7 @@ def test_generate_prints_only_the_continuation(ckpt):
 
 def test_chat_streams_keeps_history_and_resets(ckpt):
     from model.checkpoint.load import load
-    from model.infer.generate import Sampling, generate
+    from model.core.generate import Sampling, generate
 
     turns = ["hola", "¿y qué más?", "/reset", "hola", "/exit"]
     p = yunque("chat", "--checkpoint", str(ckpt), "--max-new-tokens", "8", "--temperature", "0",

@@ -31,7 +31,7 @@ def built(tmp_path, monkeypatch):
     root = tmp_path / "corpus"
     for i, name in enumerate(SHARDS):
         add_shard(root, name, seed=i, docs=4)
-    summary = run_graph(str(root), select="*token_shards", overrides=SMALL_RUN)
+    summary = run_graph(str(root), select="*eval_contamination", overrides=SMALL_RUN)
     assert summary.ok, [r.error for r in summary.runs if not r.ok]
     return home, root
 
@@ -60,23 +60,29 @@ def test_everything_is_current_after_a_run_and_a_change_makes_its_dependants_sta
     assert _stale(_plan(home, root)) == {}
 
     # one shard's files change: its whole chain, the index, and every shard's deduplicated
-    # output and tokens (the index decides for all of them); not the tokenizer (trained once)
+    # output and tokens (the index decides for all of them), and the decontamination of the
+    # training split; not the tokenizer (trained once)
     (root / "dos" / "nuevo.txt").write_text("Otro documento más, con algunas palabras nuevas.", encoding="utf-8")
     changed = _stale(_plan(home, root))
     assert changed == {"raw_documents": {"dos"}, "clean_documents": {"dos"}, "filtered_documents": {"dos"},
                        "minhash_signatures": {"dos"}, "dedup_index": {"corpus"},
-                       "deduped_documents": set(SHARDS), "token_shards": set(SHARDS)}
+                       "deduped_documents": set(SHARDS), "token_shards": set(SHARDS),
+                       "eval_contamination": {"corpus"}}
     (root / "dos" / "nuevo.txt").unlink()  # the listing as it was: current again
     assert _stale(_plan(home, root)) == {}
 
     # a setting of one stage: that stage and what follows
     dedup = _stale(_plan(home, root, {"dedup.seed": 2}))
-    assert dedup.keys() == {"minhash_signatures", "dedup_index", "deduped_documents", "token_shards"}
-    assert _stale(_plan(home, root, {"tokenizer.vocab_size": 480})).keys() == {"tokenizer", "token_shards"}
+    assert dedup.keys() == {"minhash_signatures", "dedup_index", "deduped_documents", "token_shards",
+                            "eval_contamination"}
+    assert _stale(_plan(home, root, {"tokenizer.vocab_size": 480})).keys() == {"tokenizer", "token_shards",
+                                                                              "eval_contamination"}
+    # an evaluation setting changes the sets looked up: the decontamination alone
+    assert _stale(_plan(home, root, {"eval.math_problems": 7})) == {"eval_contamination": {"corpus"}}
 
     # a damaged output (its files gone) is not current
     (home / "data" / "token_shards" / "tres" / "train.bin").unlink()
-    assert _stale(_plan(home, root)) == {"token_shards": {"tres"}}
+    assert _stale(_plan(home, root)) == {"token_shards": {"tres"}, "eval_contamination": {"corpus"}}
 
 
 def test_an_up_to_date_selection_starts_no_run(built):
@@ -86,10 +92,10 @@ def test_an_up_to_date_selection_starts_no_run(built):
     env_ = {k: v for k, v in os.environ.items() if not k.startswith("YUNQUE_")}
     env_ |= {"YUNQUE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
     done = subprocess.run([sys.executable, "-m", "yunque.cli", "--home", str(home), "run", "--corpus", str(root),
-                           "--select", "*token_shards", "--overrides", SMALL_RUN], cwd=REPO, env=env_,
+                           "--select", "*eval_contamination", "--overrides", SMALL_RUN], cwd=REPO, env=env_,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "nothing changed: no run started" in done.stdout
-    assert "left out: 20 of 20 asset partitions" in done.stdout  # 6 per-shard assets x 3 shards + 2
+    assert "left out: 21 of 21 asset partitions" in done.stdout  # 6 per-shard assets x 3 shards + 3
     assert "starting a Dagster daemon" not in done.stdout
     assert len(instance.get_runs()) == runs

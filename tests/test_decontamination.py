@@ -140,30 +140,27 @@ def planted_home(tmp_path_factory):
     """The two-shard corpus plus a shard whose documents carry copies of 8 of the 20 items
     of a user's evaluation file; the data half materialized once."""
     root = tmp_path_factory.mktemp("decon")
-    saved = {k: os.environ.get(k) for k in ("YUNQUE_HOME", "DAGSTER_HOME")}
-    home = env.use_home(root / "home")
-    corpus = root / "corpus"
-    write_two_shards(corpus)
-    rng = random.Random(5)
-    items = [spanish_text(rng, paragraphs=1, sentences=3) for _ in range(20)]
-    evals = root / "mis_evaluaciones.jsonl"
-    evals.write_text("".join(json.dumps({"question": t, "answer": "#### 1"}, ensure_ascii=False) + "\n"
-                             for t in items), encoding="utf-8")
-    (corpus / "plantado").mkdir()
-    for i in range(12):
-        planted = f"\n\n{items[i]}\n\n" if i < 8 else "\n\n"
-        (corpus / "plantado" / f"doc{i}.txt").write_text(spanish_text(rng) + planted + spanish_text(rng, 2),
-                                                         encoding="utf-8")
-    from assets.instance.runner import run_graph
+    with pytest.MonkeyPatch.context() as mp:  # env.use_home sets YUNQUE_HOME and DAGSTER_HOME: undone after
+        for k in ("YUNQUE_HOME", "DAGSTER_HOME"):
+            mp.setenv(k, os.environ.get(k, ""))
+        home = env.use_home(root / "home")
+        corpus = root / "corpus"
+        write_two_shards(corpus)
+        rng = random.Random(5)
+        items = [spanish_text(rng, paragraphs=1, sentences=3) for _ in range(20)]
+        evals = root / "mis_evaluaciones.jsonl"
+        evals.write_text("".join(json.dumps({"question": t, "answer": "#### 1"}, ensure_ascii=False) + "\n"
+                                 for t in items), encoding="utf-8")
+        (corpus / "plantado").mkdir()
+        for i in range(12):
+            planted = f"\n\n{items[i]}\n\n" if i < 8 else "\n\n"
+            (corpus / "plantado" / f"doc{i}.txt").write_text(spanish_text(rng) + planted + spanish_text(rng, 2),
+                                                             encoding="utf-8")
+        from assets.instance.runner import run_graph
 
-    summary = run_graph(str(corpus), select="+key:token_shards", overrides=json.dumps(OVERRIDES))
-    assert summary.ok, [r["error"] for r in summary.runs if not r["ok"]]
-    yield home, corpus, evals, items
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+        summary = run_graph(str(corpus), select="+key:token_shards", overrides=json.dumps(OVERRIDES))
+        assert summary.ok, [r["error"] for r in summary.runs if not r["ok"]]
+        yield home, corpus, evals, items
 
 
 def _materialize(home: Path, corpus: Path, overrides: dict, keys: tuple[str, ...]) -> dg.ExecuteInProcessResult:

@@ -28,10 +28,10 @@ def home(tmp_path, monkeypatch):
     return h
 
 
-def _materialize(home, keys=("eval_report", "exported_model")) -> dg.ExecuteInProcessResult:
+def _materialize(home, keys=("eval_report", "exported_model"), extra: dict | None = None) -> dg.ExecuteInProcessResult:
     from assets.definitions import ASSETS, CHECKS, build_resources
 
-    resources = build_resources(home=str(home), corpus=str(home / "corpus"), overrides=json.dumps(EVAL))
+    resources = build_resources(home=str(home), corpus=str(home / "corpus"), overrides=json.dumps(EVAL | (extra or {})))
     return dg.materialize([*ASSETS, *CHECKS], selection=dg.AssetSelection.assets(*keys),
                           instance=dg.DagsterInstance.get(), resources=resources, raise_on_error=False)
 
@@ -101,6 +101,28 @@ def test_report_and_export_materialize(home):
     assert again.success
     assert _md(again, "eval_report")["reused_rows"] == ["base_model"]
     assert _md(again, "exported_model")["cached"] is True
+
+
+def test_the_harness_results_are_in_the_report_and_in_mlflow(home, tmp_path):
+    """eval.harness with a task of the user's own directory: eval_report runs the harness on
+    the checkpoint's export, offline, and its accuracy is a column of the report's table, a
+    metadata figure and an MLflow metric."""
+    from tests.test_harness import _user_task
+
+    tasks = _user_task(tmp_path)
+    result = _materialize(home, ("eval_report",), {"eval.harness": ["sumas_es"], "eval.harness_include": [str(tasks)]})
+    assert result.success
+    report = json.loads((home / "data" / "eval_report" / "report.json").read_text())
+    row = report["rows"]["base_model"]
+    assert row["harness"]["sumas_es"]["samples"] == 6
+    table = next(r for r in report["table"] if r["stage"] == "base_model")
+    assert table["sumas_es.acc"] == row["harness"]["sumas_es"]["acc"]
+    assert "sumas_es.acc" in (home / "data" / "eval_report" / "report.md").read_text()
+    md = _md(result, "eval_report")
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(md["mlflow_run_id"])
+    assert run.data.metrics["base_model.sumas_es.acc"] == table["sumas_es.acc"]
 
 
 def test_no_checkpoint_is_a_clear_failure(tmp_path, monkeypatch):

@@ -9,11 +9,11 @@ import torch
 import transformers
 
 from model.checkpoint.load import load
+from model.core.generate import Sampling, generate
 from model.export import check
 from model.export.check import QUANT_TOLERANCE, check_export, check_gguf
 from model.export.gguf import QTYPES
 from model.export.hf import export_hf
-from model.infer.generate import Sampling, generate
 from tests.factory import tiny_checkpoint
 
 VARIANTS = {"llama-tied": {}, "gqa-untied": {"n_kv_heads": 2, "tie_embeddings": False},

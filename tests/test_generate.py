@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from model.checkpoint.load import LoadError, load
+from model.core.generate import Sampling, generate, sample_next
 from model.export.quantize import quantize_int8, weight_bytes
-from model.infer.generate import Sampling, generate, sample_next
 from tests.factory import tiny_checkpoint
 
 

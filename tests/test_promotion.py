@@ -44,13 +44,13 @@ def _export(store: DataStore, weights: str, stage: str = "base_model", step: int
 
 
 def _report(store: DataStore, weights: str, val_bpb: float | None, accuracy: float | None,
-            stage: str = "base_model") -> None:
+            stage: str = "base_model", harness: dict | None = None) -> None:
     """data/eval_report/report.json as evaluate_all writes it (stages.evaluation.report.build)."""
     row = {"checkpoint": str(store.dir(stage) / "step-00000010"), "step": 10, "parameters": 1000,
            "val_loss": None if val_bpb is None else val_bpb * 0.7, "val_ppl": None, "val_bpb": val_bpb,
            "math_accuracy": accuracy, "math_problems": 100, "math_set": "es_add2",
            "math": {"es_add2": {"accuracy": accuracy, "format_rate": 0.9}}, "samples": [],
-           "weights_sha256": weights, "outdated": {}}
+           "weights_sha256": weights, "outdated": {}, **({"harness": harness} if harness else {})}
     report = eval_report.build({stage: row}, {}, 3, 0.5)
     out = store.dir("eval_report")
     out.mkdir(parents=True, exist_ok=True)
@@ -104,6 +104,30 @@ def test_tolerances_against_the_champion(tmp_path, val_bpb, accuracy, passed, na
     table = comparison_markdown(verdict, cand, champion)
     assert "| figure | candidate (base_model step 10) | champion v3 | limit | |" in table
     assert ("**regression**" in table) is not passed
+
+
+def test_harness_accuracy_is_an_optional_criterion(tmp_path):
+    """With promotion.harness_max_drop set, each harness task's accuracy may fall at most
+    that far below the champion's; unset (the default), it is reported, not judged."""
+    import dataclasses
+
+    store = DataStore(tmp_path)
+    _export(store, "c" * 64)
+    _report(store, "c" * 64, 1.20, 0.30, harness={"yunque_es_qa": {"acc": 0.50, "acc_norm": 0.55}})
+    first = candidate(store)
+    write_champion(store, champion_record(first, decide(first, None, TOLERANCE), "3", cfg=TOLERANCE,
+                                          model_uri="m", mlflow_run_id="r", previous=None))
+    champion = read_champion(store)
+    assert champion["figures"]["yunque_es_qa.acc"] == 0.50
+    _export(store, "d" * 64)
+    _report(store, "d" * 64, 1.20, 0.30, harness={"yunque_es_qa": {"acc": 0.40, "acc_norm": 0.45}})
+    cand = candidate(store)
+    assert decide(cand, champion, TOLERANCE).passed  # not a criterion by default
+    strict = dataclasses.replace(TOLERANCE, harness_max_drop=0.05)
+    verdict = decide(cand, champion, strict)
+    assert not verdict.passed and "yunque_es_qa.acc 0.4 < 0.45 (champion 0.5 - 0.05)" in verdict.reason
+    assert "| yunque_es_qa.acc | 0.4 | 0.5 | ≥ 0.45 | **regression** |" in comparison_markdown(verdict, cand, champion)
+    assert decide(cand, champion, dataclasses.replace(TOLERANCE, harness_max_drop=0.1)).passed
 
 
 def test_the_champions_own_weights_pass_whatever_the_figures(tmp_path):

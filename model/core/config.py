@@ -152,6 +152,15 @@ class TrainConfig:
     fsdp: bool = False  # FSDP2 (fully_shard) instead of DDP when WORLD_SIZE > 1
     eval_every: PosInt = 100
     eval_batches: PosInt = 20
+    # Downstream evaluations during training (model.pretrain.downstream), every this many
+    # steps on rank 0 (0: none): the domain QA score on the first downstream_qa_pairs pairs
+    # of downstream_qa (the held-out pairs eval_report scores; the stage fills it in) and
+    # downstream_samples seeded samples of downstream_tokens tokens with their repetition.
+    downstream_every: NonNegInt = role(RUNTIME, 0)
+    downstream_qa: str = role(PATH, "")
+    downstream_qa_pairs: NonNegInt = role(RUNTIME, 16)
+    downstream_samples: NonNegInt = role(RUNTIME, 2)
+    downstream_tokens: PosInt = role(RUNTIME, 32)
     checkpoint_every: PosInt = role(RUNTIME, 500)
     keep_checkpoints: PosInt = role(RUNTIME, 3)  # the newest ones, plus the best (see early_stop_patience)
     # Early stopping (model.pretrain.early_stop): stop when validation loss has not fallen by more
@@ -160,8 +169,19 @@ class TrainConfig:
     early_stop_patience: NonNegInt = role(RUNTIME, 0)
     early_stop_min_delta: NonNegFloat = role(RUNTIME, 0.001)
     seed: int = 0
-    on_nonfinite: Literal["stop", "skip"] = "stop"  # skip: drop the step's update
-    spike_factor: NonNegFloat = 0.0  # > 0: a loss above factor x the running mean is a spike (stop/skip)
+    # A bad step (model.pretrain.divergence): a non-finite loss or gradient norm, or a loss
+    # spike. stop: fail the run; skip: drop the step's update; warn: record it and train on
+    # (a non-finite step is skipped); rollback: reload the last checkpoint from before the
+    # spike, go on past the batches that caused it, the learning rate times
+    # rollback_lr_factor, at most max_rollbacks times (then stop).
+    on_nonfinite: Literal["stop", "skip", "warn", "rollback"] = "stop"
+    # > 0: a loss above factor x the median of the last spike_window good losses, for
+    # spike_patience steps in a row, is a spike
+    spike_factor: NonNegFloat = 0.0
+    spike_window: PosInt = role(RUNTIME, 50)
+    spike_patience: PosInt = role(RUNTIME, 1)
+    rollback_lr_factor: Annotated[float, Field(gt=0, le=1)] = role(RUNTIME, 1.0)
+    max_rollbacks: NonNegInt = role(RUNTIME, 3)
     threads: NonNegInt = role(RUNTIME, 0)  # torch intra-op threads on CPU (0: leave torch's default)
     activation_checkpointing: bool = False
     preflight: bool = role(RUNTIME, True)  # refuse a run whose memory estimate exceeds the device
@@ -243,7 +263,7 @@ def train_tiny() -> TrainConfig:
     # this fires only on a corpus small enough to be memorised, and keeps its best step.
     return TrainConfig(steps=1600, batch_size=8, seq_len=256, lr=3e-3, min_lr=3e-4, warmup=50,
                        dtype="auto", compile=True, eval_every=200, eval_batches=14, checkpoint_every=400,
-                       early_stop_patience=4)
+                       early_stop_patience=4, downstream_every=400)
 
 
 def train_default() -> TrainConfig:
@@ -252,7 +272,7 @@ def train_default() -> TrainConfig:
     # healthy run leaves within a few hundred steps.
     return TrainConfig(steps=20_000, batch_size=16, seq_len=1024, tokens_per_step=524_288, lr=6e-4,
                        min_lr=6e-5, warmup=700, dtype="auto", compile=True, eval_every=500,
-                       checkpoint_every=500, early_stop_patience=8)
+                       checkpoint_every=500, early_stop_patience=8, downstream_every=2000)
 
 
 # Evaluation and export: how every checkpoint is measured and written out.
@@ -282,6 +302,38 @@ class EvalConfig:
     batch_size: PosInt = 32  # prompts decoded at once
     repetition_threshold: Fraction = 0.5  # repeated 4-gram rate of a sample that raises the alarm
     overfit_window: PosInt = 3  # evaluation points compared by the overfitting alarm
+    # lm-evaluation-harness tasks run offline on every checkpoint's transformers export
+    # (stages.evaluation.harness): the shipped yunque_es_qa and the tasks of the
+    # harness_include directories (the harness's YAML with local data files); () for none
+    harness: tuple[str, ...] = ()
+    harness_include: tuple[str, ...] = ()
+    harness_limit: NonNegInt = 0  # items per task (0: all)
+
+
+@section
+class DeviceCost:
+    """One device type of the cost estimate: its dense peak (TFLOP/s at the run's
+    precision; 0 measures this machine's CPU), the model FLOPs utilisation assumed on it,
+    and what an hour of one costs."""
+
+    peak_tflops: NonNegFloat = 0.0
+    mfu: Annotated[float, Field(gt=0, le=1)] = 0.4
+    price_per_hour: NonNegFloat = 0.0
+
+
+def _devices() -> dict[str, DeviceCost]:
+    # datasheet bf16 dense peaks (SXM parts, as model.core.flops); prices are examples of
+    # on-demand rates per GPU-hour: set your own
+    return {"cpu": DeviceCost(0.0, 0.1, 0.0), "a100": DeviceCost(312.0, 0.4, 2.0),
+            "h100": DeviceCost(989.0, 0.4, 3.0), "h200": DeviceCost(989.0, 0.4, 4.0)}
+
+
+@section
+class CostConfig:
+    """The wall time and cost estimate before a training run (stages.training.cost): per
+    device type, the run's FLOPs over peak x MFU, times the price."""
+
+    devices: dict[str, DeviceCost] = dataclasses.field(default_factory=_devices)
 
 
 @section

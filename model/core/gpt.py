@@ -186,7 +186,7 @@ class GPT(nn.Module):
         """idx (B, T) -> logits (B, T, V) and, with targets (B, T; -100 ignored), the mean
         cross-entropy in fp32.
 
-        For generation (model/infer/generate.py): `positions` (B, T) are each token's rotary
+        For generation (model/core/generate.py): `positions` (B, T) are each token's rotary
         position (left-padded rows start later), `mask` (B, 1, T, S) says which of the S
         keys (cached + new) each query may see, and `cache` holds the earlier keys/values.
         Without them the forward is the plain causal one that training compiles."""

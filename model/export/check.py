@@ -18,8 +18,8 @@ import torch
 
 from model.checkpoint.load import Loaded
 from model.core.chat import ChatTokenizer
+from model.core.generate import Sampling, generate
 from model.core.gpt import GPT
-from model.infer.generate import Sampling, generate
 
 FORMAT_TOLERANCE = 1e-4  # max |logit difference| for the same weights: the fp32 bound
 # Quantization error accepted: max |logit difference| from our fp32 model, relative to the

@@ -1,1 +1,1 @@
-"""Using a checkpoint: KV-cache generation and one checkpoint's evaluation row."""
+"""Using a checkpoint: one checkpoint's evaluation row."""

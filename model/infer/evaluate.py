@@ -19,12 +19,12 @@ import torch
 
 from model.checkpoint.load import Loaded, load
 from model.checkpoint.state import Checkpoint
-from model.core.batches import collate, encode_reply
 from model.core.config import EvalConfig
-from model.infer.generate import Sampling, generate
+from model.core.generate import Sampling, generate
+from model.pretrain import downstream
 from model.pretrain.data import validation_batches, validation_bytes_per_token
+from model.pretrain.downstream import budget
 from pipelines.tasks import math_tasks
-from pipelines.tasks.textstats import repetition
 
 Progress = Callable[[str], None]
 
@@ -54,27 +54,17 @@ def validation(model: torch.nn.Module, shards: Sequence[str], seq_len: int, batc
             "val_bpb": round(loss / math.log(2) / bytes_per_token, 4), "val_tokens": count}
 
 
-def _budget(loaded: Loaded, wanted: int) -> int:
-    """New tokens to decode: as configured, but at most half the model's context, so that a
-    small-context model still sees most of its prompt."""
-    return max(1, min(wanted, loaded.config.context // 2))
-
-
 def samples(loaded: Loaded, prompts: Sequence[str], cfg: EvalConfig) -> list[dict]:
     """Sampled continuations of fixed prompts (seeded), each with its repetition measures."""
-    tok = loaded.tokenizer
-    s = Sampling(max_new_tokens=_budget(loaded, cfg.sample_tokens), temperature=cfg.temperature, top_k=cfg.top_k,
-                 top_p=cfg.top_p, stop=tok.stop_ids, seed=cfg.seed)
-    outs = generate(loaded.model, [tok.encode(p) for p in prompts], s, pad_id=tok.eot_id)
-    return [{"prompt": p, "completion": tok.decode(o), "tokens": len(o), **repetition(o)}
-            for p, o in zip(prompts, outs)]
+    return downstream.samples(loaded.model, loaded.tokenizer, prompts, cfg.sample_tokens, cfg.temperature, cfg.top_k,
+                              cfg.top_p, cfg.seed)
 
 
 def math_accuracy(loaded: Loaded, problems: Sequence[math_tasks.MathProblem], cfg: EvalConfig,
                   progress: Progress | None = None) -> dict:
     """Greedy answers to chat-formatted problems, `cfg.batch_size` at a time."""
     tok = loaded.tokenizer
-    s = Sampling(max_new_tokens=_budget(loaded, cfg.math_max_new_tokens), stop=tok.stop_ids)
+    s = Sampling(max_new_tokens=budget(loaded.model, cfg.math_max_new_tokens), stop=tok.stop_ids)
     correct = formatted = 0
     examples = []
     for start in range(0, len(problems), cfg.batch_size):
@@ -96,35 +86,6 @@ def math_accuracy(loaded: Loaded, problems: Sequence[math_tasks.MathProblem], cf
             "format_rate": round(formatted / n, 4) if n else None, "examples": examples}
 
 
-@torch.inference_mode()
-def domain_qa(loaded: Loaded, pairs: Sequence[dict], batch_size: int = 8) -> dict:
-    """Mean NLL (nats per answer token) of each pair's reference answer given its question;
-    a pair longer than the context keeps the answer's first tokens that fit."""
-    tok, model = loaded.tokenizer, loaded.model
-    device = model.model.embed_tokens.weight.device
-    rows = []
-    for p in pairs:
-        row = encode_reply(tok, [m for m in p["messages"] if m["role"] != "assistant"], p["messages"][-1]["content"])
-        keep = loaded.config.context + 1  # inputs are ids[:-1]
-        row.ids, row.trained = row.ids[:keep], row.trained[:keep]
-        if any(row.trained[1:]):
-            rows.append(row)
-    total, count = 0.0, 0
-    for start in range(0, len(rows), batch_size):
-        batch = collate(rows[start:start + batch_size], tok.eot_id).to(device)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            logits, _ = model(batch.idx)
-        nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), batch.targets, ignore_index=-100,
-                                                reduction="sum")
-        total += nll.item()
-        count += int(batch.mask.sum())
-    if count == 0:
-        return {"domain_qa_pairs": 0, "domain_qa_tokens": 0, "domain_qa_nll": None, "domain_qa_ppl": None}
-    nll = total / count
-    return {"domain_qa_pairs": len(rows), "domain_qa_tokens": count, "domain_qa_nll": round(nll, 4),
-            "domain_qa_ppl": round(math.exp(min(nll, 50)), 2)}
-
-
 def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | None = None,
                     gsm8k: str | Path | None = None, progress: Progress | None = None,
                     qa_pairs: Sequence[dict] = ()) -> dict:
@@ -143,7 +104,7 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
         row["val_tokens"] = 0  # the token shards it was trained on are not here
     if progress:
         progress(f"validation: {row.get('val_loss', 'no validation shards')}")
-    row |= domain_qa(loaded, qa_pairs, min(cfg.batch_size, 8))  # full-length logits: keep batches small
+    row |= downstream.domain_qa(loaded.model, loaded.tokenizer, qa_pairs, min(cfg.batch_size, 8))  # full-length logits: keep batches small
     if progress:
         progress(f"domain QA: nll {row['domain_qa_nll']} over {row['domain_qa_pairs']} held-out pairs")
     row["samples"] = samples(loaded, cfg.prompts, cfg)

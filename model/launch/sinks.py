@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-STEP_METRICS = ("loss", "lr", "grad_norm", "tokens_seen", "tokens_per_s", "mfu", "val_loss", "val_ppl", "val_bpb")
+STEP_METRICS = ("loss", "lr", "grad_norm", "tokens_seen", "tokens_per_s", "mfu", "val_loss", "val_ppl", "val_bpb",
+                "bad_steps", "rollbacks", "eval_domain_qa_nll", "eval_repeat_4_max", "eval_distinct_2_mean",
+                "eval_seconds", "eval_time_share")
 
 
 class MlflowSink:
@@ -137,6 +139,11 @@ def describe(r: dict, total: int = 0) -> str:
         parts = [f"step {r['step']}/{total or '?'}", f"loss {r['loss']:.4f}"]
         if "val_loss" in r:
             parts.append(f"val_loss {r['val_loss']:.4f} (ppl {r['val_ppl']:.1f}, {r.get('val_bpb') or 0:.3f} bpb)")
+        if "eval_seconds" in r:
+            qa = r.get("eval_domain_qa_nll")
+            parts.append((f"domain QA {qa:.3f} nats" if qa is not None else "no domain QA pairs")
+                         + (f", samples repeat_4 {r['eval_repeat_4_max']:.2f}" if "eval_repeat_4_max" in r else "")
+                         + f" ({r['eval_seconds']:.1f} s, {r['eval_time_share']:.1%} of the time)")
         parts += [f"lr {r['lr']:.2e}", f"{r['tokens_per_s']:,.0f} tok/s"]
         if r.get("mfu") is not None:
             parts.append(f"MFU {r['mfu']:.1%}")
@@ -157,6 +164,9 @@ def describe(r: dict, total: int = 0) -> str:
         return f"[train] checkpoint {r['path']}"
     if event == "bad_step":
         return f"[train] step {r['step']}: {r['problem']} (loss {r['loss']}); action: {r['action']}"
+    if event == "rollback":
+        return (f"[train] rolled back from step {r['step']} to the checkpoint of step {r['to_step']}, past the "
+                f"{r['skipped_batches']} batches since it; learning rate x {r['lr_scale']:g}")
     if event == "warning":
         return f"[train] warning: {r['message']}"
     if event == "done":

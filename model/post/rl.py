@@ -12,9 +12,9 @@ from model.checkpoint import state as ckpt
 from model.checkpoint.load import load
 from model.core.batches import Encoded, Epochs, collate
 from model.core.config import EvalConfig
+from model.core.generate import Sampling, stream
 from model.core.precision import autocast
 from model.infer.evaluate import math_accuracy
-from model.infer.generate import Sampling, stream
 from model.post.common import Stage, Update, frozen_copy
 from model.post.config import GRPOConfig, PPOConfig, RLConfig
 from model.post.heads import PolicyValue, RewardModel

@@ -272,7 +272,8 @@ class MixtureWindows:
         self.epoch, self.cursor = [int(e) for e in state["epoch"]], [int(c) for c in state["cursor"]]
 
 
-def _validation_windows(tokens: int, seq_len: int) -> int:
+def validation_windows(tokens: int, seq_len: int) -> int:
+    """Validation windows (seq_len + 1 tokens, non-overlapping starts) in a split of `tokens`."""
     return len(range(0, tokens - seq_len, seq_len))
 
 
@@ -283,7 +284,7 @@ def validation_bytes_per_token(paths: Sequence[str | Path], seq_len: int, batch_
     first shards: each shard's own ratio is weighted by the windows used from it (a
     corpus-wide ratio would mis-state bits per byte when shards compress differently)."""
     splits = [TokenShard.open(p).header["splits"]["val"] for p in paths]
-    counts = [_validation_windows(s["tokens"], seq_len) for s in splits]
+    counts = [validation_windows(s["tokens"], seq_len) for s in splits]
     n_batches = sum(counts) // batch_size
     if max_batches is not None:
         n_batches = min(n_batches, max_batches)

@@ -4,8 +4,10 @@
 DDP or FSDP2 when WORLD_SIZE > 1 (gloo on CPU, NCCL on GPU); AdamW (fused on CUDA) or
 Muon; warmup + cosine or warmup-stable-decay; gradient clipping; accumulation to a
 target tokens per step; bf16 autocast; optional torch.compile; periodic validation
-(loss, perplexity, bits per byte); checkpoints with exact resume; a stop or skip on
-non-finite losses and loss spikes; a time estimate measured over the first steps.
+(loss, perplexity, bits per byte) and downstream evaluations every K steps
+(model.pretrain.downstream); checkpoints with exact resume; a stop, skip, warning or
+rollback on non-finite steps and loss spikes (model.pretrain.divergence); a time estimate
+measured over the first steps.
 A continued run (`train.init_from`) starts from another run's final weights at its step,
 with fresh optimizer moments, re-warms and decays over its own steps, and reads a mixture
 of new and replayed shards (model.pretrain.data.MixtureWindows).
@@ -20,7 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,8 +37,9 @@ from model.core.config import ModelConfig, PretrainRun, TrainConfig
 from model.core.gpt import GPT
 from model.core.precision import autocast
 from model.launch.sinks import Reporter, run_reported
-from model.pretrain import preflight
+from model.pretrain import downstream, faults, preflight
 from model.pretrain.data import MixtureWindows, TokenWindows, source_tokens
+from model.pretrain.divergence import Detector, Verdict
 from model.pretrain.early_stop import EarlyStop
 from model.pretrain.train_data import Corpus, evaluate, loader_sources, lr_for, make_loader
 
@@ -90,8 +93,12 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     # checkpoint (AdamW or Muon) can then be continued.
     opt = optim.build(model, cfg, fused=d.device.type == "cuda")
     loader = make_loader(cfg, d)
-    step, tokens_seen, running, last_metrics = cfg.start_step, 0, None, {}
+    step, tokens_seen, last_metrics = cfg.start_step, 0, {}
     stopper = EarlyStop(cfg.early_stop_patience, cfg.early_stop_min_delta)
+    detector = Detector(cfg.spike_factor, cfg.spike_window, cfg.spike_patience)
+    # the bad steps and rollbacks so far, the learning rate's scale after them, and the
+    # batches the loader has given (a corrupted batch is known by its ordinal: faults)
+    div = {"bad_steps": 0, "rollbacks": [], "lr_scale": 1.0, "batches": 0}
     if init is not None:  # tokens_seen counts the model's whole life
         tokens_seen = init.state().get("tokens_seen", 0)
         report(event="continue", step=step, checkpoint=str(init.path), steps=cfg.steps, tokens_seen=tokens_seen,
@@ -99,9 +106,11 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     if state is not None:
         parallel.load_optimizer(model, opt, optim_state, cfg, d)
         loader.load_state_dict(state["loader"])
-        step, tokens_seen, running = state["step"], state["tokens_seen"], state.get("running_loss")
+        step, tokens_seen = state["step"], state["tokens_seen"]
         last_metrics = state.get("metrics", {})
         stopper.load_state_dict(state.get("early_stop"))
+        detector.load_state_dict(state.get("detector"))
+        div |= state.get("divergence", {})
         report(event="resume", step=step, checkpoint=str(last.path))
     step_fn = parallel.compile_if_asked(wrapped, cfg, d, lambda m: report(event="warning", message=m))
     start_step = step
@@ -113,33 +122,53 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
     t0 = time.perf_counter()
     probe = (start_step + 1, start_step + 1 + cfg.warmup_probe_steps)  # the first step pays for compilation
     t_probe, final = None, last  # the checkpoint this run ends on (resumed at the end: the one loaded)
+    bad_batches = faults.bad_batches()
+    watch = _downstream(cfg, d, report)
+    eval_total = 0.0  # seconds of downstream evaluation in this process
     while step < cfg.steps and not stopper.should_stop:
-        opt.set_lr_factor(lr_for(cfg, step) / cfg.lr)
+        opt.set_lr_factor(div["lr_scale"] * lr_for(cfg, step) / cfg.lr)
         lr = opt.param_groups[0]["lr"]
         loss_sum = torch.zeros((), device=d.device)
         for micro in range(accum):
             x, y = loader.next_batch()
+            div["batches"] += 1
             with parallel.no_sync(wrapped, cfg, d, micro == accum - 1), autocast(cfg.dtype, d.device):
                 _, loss = step_fn(x.to(d.device), y.to(d.device))
+                loss = faults.corrupt(loss, div["batches"], bad_batches)
                 (loss / accum).backward()
             loss_sum += loss.detach() / accum
         if d.world > 1:  # the mean over ranks (gloo has no AVG)
             dist.all_reduce(loss_sum)
             loss_sum /= d.world
         loss_value = loss_sum.item()
-        problem = _problem(loss_value, running, cfg.spike_factor)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-        if problem:
-            report(event="bad_step", step=step, loss=loss_value, problem=problem, action=cfg.on_nonfinite)
-            if cfg.on_nonfinite == "stop":
-                raise TrainingStopped(f"step {step}: {problem} (loss {loss_value}); set on_nonfinite=skip to "
-                                      "drop such steps, or lower the learning rate")
+        verdict = detector.check(step + 1, loss_value, grad_norm)  # the same on every rank: loss and norm are global
+        if verdict is not None:
+            div["bad_steps"] += 1
+            action = _action(cfg, verdict, div)
+            report(event="bad_step", step=step + 1, loss=loss_value, grad_norm=grad_norm, problem=verdict.problem,
+                   action=action)
+            if action == "stop":
+                raise TrainingStopped(f"step {step + 1}: {verdict.problem}; " + (
+                    f"{len(div['rollbacks'])} rollbacks already (train.max_rollbacks)" if div["rollbacks"] else
+                    "set train.on_nonfinite to skip or rollback to go on, or lower the learning rate"))
+            if action == "rollback":
+                opt.zero_grad(set_to_none=True)
+                back = _rollback(out, model, opt, cfg, d, step + 1, verdict, div)
+                step, tokens_seen, last_metrics = back["step"], back["tokens_seen"], back.get("metrics", {})
+                stopper.load_state_dict(back.get("early_stop"))
+                detector.load_state_dict(back.get("detector"))
+                report(event="rollback", **div["rollbacks"][-1])
+                state_now = _train_state(loader, tokens_seen, last_metrics, cfg, mcfg, sync, stopper, detector, div)
+                final = _resave(out, step, model, opt, cfg, mcfg, d, state_now, stopper, sync, final)
+                continue
+            if action == "warn":
+                opt.step()
             opt.zero_grad(set_to_none=True)
         else:
             opt.step()
             opt.zero_grad(set_to_none=True)
-            running = loss_value if running is None else 0.95 * running + 0.05 * loss_value
         step += 1
         tokens_seen += tokens_per_step
         now = time.perf_counter()
@@ -148,6 +177,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
             t_probe = now
         tps = (step - start_step) * tokens_per_step / elapsed
         last_metrics = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
+                        "bad_steps": div["bad_steps"], "rollbacks": len(div["rollbacks"]),
                         "tokens_seen": tokens_seen, "elapsed_s": round(elapsed, 3), "tokens_per_s": round(tps, 1),
                         "mfu": round(tps / tokens_per_step * flops_per_step / peak_total, 4),
                         "eta_s": round(elapsed / (step - start_step) * (cfg.steps - step), 1), "time": time.time()}
@@ -161,17 +191,23 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
         if step % cfg.eval_every == 0 or step == cfg.steps:
             last_metrics |= evaluate(wrapped, cfg, d)
             improved = stopper.update(step, last_metrics.get("val_loss"))
+        # rank 0 alone: the other ranks wait at the next collective
+        if watch is not None and d.main and step % cfg.downstream_every == 0:
+            if isinstance(watch[0], str):  # the tokenizer, loaded when first needed
+                from model.core.chat import ChatTokenizer
+
+                watch = (ChatTokenizer(watch[0]), *watch[1:])
+            row = downstream.during_training(model, *watch, cfg.downstream_tokens, cfg.seed)
+            eval_total += row["eval_seconds"]
+            last_metrics |= row | {"eval_time_share": round(eval_total / (time.perf_counter() - t0), 4)}
         report(event="step", **last_metrics)
         # a new best is checkpointed at its step, and so is an early stop (to inspect or resume)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps or improved or stopper.should_stop:
             weights, optim_state = parallel.full_state(model, opt, cfg, d)
             if d.main:
                 saved = ckpt.save(out, step, weights, optim_state,
-                                  {"loader": loader.state_dict(), "tokens_seen": tokens_seen, "running_loss": running,
-                                   "tokens_per_source": _tokens_per_source(loader),
-                                   "metrics": last_metrics, "train_config": dataclasses.asdict(cfg),
-                                   "model_config": dataclasses.asdict(mcfg), "run_identity": sync.identity,
-                                   "early_stop": stopper.state_dict()},
+                                  _train_state(loader, tokens_seen, last_metrics, cfg, mcfg, sync, stopper, detector,
+                                               div),
                                   keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings,
                                   tokenizer=cfg.tokenizer or None, protect=stopper.protected())
                 report(event="checkpoint", step=step, path=str(saved.path), best=improved)
@@ -191,7 +227,7 @@ def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, rep
                          "planned_memory_bytes": budget.total_bytes}
     # the path of the checkpoint just written, not ckpt.latest(): that would hash every file again
     report(event="done", **last_metrics)
-    report.materialize(_final_metadata(last_metrics, model.num_params(), d, final, stopper, out, cfg.steps))
+    report.materialize(_final_metadata(last_metrics, model.num_params(), d, final, stopper, out, cfg.steps, div))
     return last_metrics
 
 
@@ -213,21 +249,100 @@ def _tokens_per_source(loader: TokenWindows | MixtureWindows) -> dict[str, int]:
 
 
 def _final_metadata(m: dict, params: int, d: parallel.Dist, final, stopper: EarlyStop, out: Path,
-                    steps: int) -> dict:
+                    steps: int, div: dict) -> dict:
     """`checkpoint`: the best one (what the stages consume), `last_checkpoint`: the last."""
     md = {k: m[k] for k in ("loss", "val_loss", "val_ppl", "val_bpb", "tokens_seen", "tokens_per_s", "mfu", "step",
                             "peak_memory_bytes", "planned_memory_bytes")
           if isinstance(m.get(k), (int, float))}
     md |= {"parameters": params, "world_size": d.world, "device": str(d.device)}
+    md |= {"bad_steps": div["bad_steps"], "rollbacks": len(div["rollbacks"])}
+    if div["rollbacks"]:
+        md["rollback_events"] = div["rollbacks"]
     return md | (stopper.metadata(out, final.path, steps) if final is not None else {})
 
 
-def _problem(loss: float, running: float | None, spike_factor: float) -> str | None:
-    if not math.isfinite(loss):
-        return "non-finite loss"
-    if spike_factor > 0 and running is not None and loss > spike_factor * running:
-        return f"loss spike ({loss:.3f} > {spike_factor} x running mean {running:.3f})"
-    return None
+def _downstream(cfg: TrainConfig, d: parallel.Dist, report: Reporter) -> tuple | None:
+    """(tokenizer directory, QA pairs, prompts) for the evaluations during training, or
+    None when there are none (downstream_every 0 or beyond this run's steps, no tokenizer
+    beside the run, or FSDP: its shards make a forward pass of one rank alone impossible)."""
+    if not cfg.downstream_every or not cfg.tokenizer:
+        return None
+    if parallel.sharded(cfg):
+        report(event="warning", message="train.downstream_every: no evaluations during an FSDP run (eval_report "
+                                        "evaluates its checkpoints)")
+        return None
+    from model.core.config import SAMPLE_PROMPTS
+
+    if cfg.steps // cfg.downstream_every == cfg.start_step // cfg.downstream_every:
+        return None  # no step of this run is an evaluation step
+    path = Path(cfg.downstream_qa) if cfg.downstream_qa else None
+    pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path is not None and path.is_file() else []
+    return cfg.tokenizer, pairs[:cfg.downstream_qa_pairs], SAMPLE_PROMPTS[:cfg.downstream_samples]
+
+
+def _train_state(loader, tokens_seen: int, metrics: dict, cfg: TrainConfig, mcfg: ModelConfig, sync: CheckpointSync,
+                 stopper: EarlyStop, detector: Detector, div: dict) -> dict:
+    """What a checkpoint holds besides weights and optimizer: all a resume needs to go on
+    exactly as the run would have (the loader's position, the detector's window, the
+    rollbacks and the learning rate's scale after them)."""
+    return {"loader": loader.state_dict(), "tokens_seen": tokens_seen, "tokens_per_source": _tokens_per_source(loader),
+            "metrics": metrics, "train_config": dataclasses.asdict(cfg), "model_config": dataclasses.asdict(mcfg),
+            "run_identity": sync.identity, "early_stop": stopper.state_dict(), "detector": detector.state_dict(),
+            "divergence": json.loads(json.dumps(div))}
+
+
+def _action(cfg: TrainConfig, verdict: Verdict, div: dict) -> str:
+    """What to do about a bad step: the configured action, except that a non-finite step
+    is never trained on (warn skips it) and rollbacks stop after max_rollbacks."""
+    action = cfg.on_nonfinite
+    if action == "warn" and verdict.nonfinite:
+        return "skip"
+    if action == "rollback" and len(div["rollbacks"]) >= cfg.max_rollbacks:
+        return "stop"
+    return action
+
+
+def _rollback(out: Path, model: torch.nn.Module, opt, cfg: TrainConfig, d: parallel.Dist, step: int,
+              verdict: Verdict, div: dict) -> dict:
+    """Reload the weights and optimizer of the last checkpoint from before the trouble
+    started; the loader stays where it is, past the batches of every step since that
+    checkpoint (the ones that caused the spike among them). Checkpoints after it belong to
+    the abandoned branch and are removed. Returns the checkpoint's training state."""
+    good = [c for c in ckpt.all_checkpoints(out) if c.step < verdict.first_step]
+    if not good:
+        raise TrainingStopped(f"step {step}: {verdict.problem}, and no checkpoint before step {verdict.first_step} "
+                              "to roll back to; lower train.checkpoint_every")
+    to = good[-1]
+    ckpt.load_weights(to, model)
+    optim_state, state = ckpt.load_training_state(to)
+    parallel.load_optimizer(model, opt, optim_state, cfg, d)
+    if d.world > 1:
+        dist.barrier()  # every rank has read it before rank 0 rewrites or removes anything
+    if d.main:
+        for c in ckpt.all_checkpoints(out):
+            if c.step > to.step:
+                shutil.rmtree(c.path, ignore_errors=True)
+    div["lr_scale"] *= cfg.rollback_lr_factor
+    div["rollbacks"].append({"step": step, "to_step": to.step, "skipped_steps": step - to.step,
+                             "skipped_batches": (step - to.step) * cfg.micro_steps(d.world),
+                             "problem": verdict.problem, "lr_scale": div["lr_scale"]})
+    return state
+
+
+def _resave(out: Path, step: int, model: torch.nn.Module, opt, cfg: TrainConfig, mcfg: ModelConfig,
+            d: parallel.Dist, state: dict, stopper: EarlyStop, sync: CheckpointSync, final):
+    """The checkpoint rolled back to, written again with the loader past the skipped
+    batches and the rollback recorded: a run killed now resumes exactly as it goes on."""
+    weights, optim_state = parallel.full_state(model, opt, cfg, d)
+    if d.main:
+        final = ckpt.save(out, step, weights, optim_state, state, keep=cfg.keep_checkpoints,
+                          tied=mcfg.tie_embeddings, tokenizer=cfg.tokenizer or None, protect=stopper.protected())
+        stopper.write(out, step)
+        sync.publish(final, stopper.protected())
+    if d.world > 1:
+        dist.barrier()
+    return final
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,9 @@ The evaluation sets are every one the project scores or is told about:
     split are the set eval_report scores (domain_qa.jsonl); the others are reported as
     replaced. A help corpus repeats paragraphs across pages, and a held-out answer made
     of a repeated paragraph would be text the model trained on;
-    the user's own files (decontamination.eval_files, jsonl or parquet).
+    the user's own files (decontamination.eval_files, jsonl or parquet);
+    the local data files of the harness tasks the user enabled (eval.harness with
+    eval.harness_include).
 The training split is every train-split document of the consumed token shards (the
 split is the one data/token_shards/<shard>/documents.parquet records).
 
@@ -42,6 +44,7 @@ import pyarrow.parquet as pq
 from pipelines.data.decontamination import EvalItem, NgramIndex
 from pipelines.data.documents import REJECT_SCHEMA
 from pipelines.tasks import math_tasks
+from pipelines.tasks.harness_tasks import task_data_files
 from pipelines.tokens.token_format import HEADER, TokenShard
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
@@ -129,11 +132,20 @@ def eval_sets(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) -> tup
     for f in cfg.decontamination.eval_files:
         items = read_eval_file(f)
         sets[items[0].set if items else Path(f).name] = items
+    # the data of the harness tasks the user enabled (the shipped one is the domain QA pairs)
+    try:
+        harness_files = task_data_files(e.harness_include, e.harness)
+    except ValueError as err:
+        raise DecontaminationError(str(err)) from None
+    for task, files in harness_files.items():
+        sets[f"harness:{task}"] = [EvalItem(f"harness:{task}", i.item_id, i.text) for f in files
+                                   for i in read_eval_file(f)]
     return sets, pairs
 
 
 def _file_inputs(cfg: YunqueConfig) -> dict[str, str]:
-    files = [*cfg.decontamination.eval_files, *([cfg.eval.math_file] if cfg.eval.math_file else [])]
+    harness = [str(p) for fs in task_data_files(cfg.eval.harness_include, cfg.eval.harness).values() for p in fs]
+    files = [*cfg.decontamination.eval_files, *([cfg.eval.math_file] if cfg.eval.math_file else []), *harness]
     return {f: file_hash(Path(f)) if Path(f).is_file() else "missing" for f in files}
 
 
@@ -142,7 +154,8 @@ def contamination_key(cfg: YunqueConfig, versions: dict[str, str]) -> str:
     files, and the token shards (their documents and split)."""
     e = cfg.eval
     return cache_key(ASSET, CODE_VERSIONS[ASSET], cfg.section_hash("decontamination"),
-                     [e.math_set, e.math_problems, e.seed, e.math_file], _file_inputs(cfg), sorted(versions.items()))
+                     [e.math_set, e.math_problems, e.seed, e.math_file, list(e.harness), list(e.harness_include)],
+                     _file_inputs(cfg), sorted(versions.items()))
 
 
 def _train_documents(store: DataStore, shard: str) -> Iterator[tuple[list[str], list[str], pa.Array]]:

@@ -23,8 +23,8 @@ from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
 from stages.data.decontamination import scored_pairs
 from stages.data.domain_qa import SCORED_PAIRS, heldout_pairs, pairs_key
+from stages.evaluation import harness, seed_spread
 from stages.evaluation import report as eval_report
-from stages.evaluation import seed_spread
 from stages.reports.loss_curve import read_metrics
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json
@@ -56,7 +56,7 @@ def _file_hash(path: str | Path) -> str:
     return file_hash(Path(path)) if Path(path).is_file() else "missing"
 
 
-def _row_key(found, cfg: YunqueConfig, qa_key: str = "") -> str:
+def _row_key(found, cfg: YunqueConfig, qa_key: str = "", harness_key: str = "") -> str:
     """What an evaluated row depends on: the weights, the evaluation settings, the token
     shards its validation windows come from, the content of a GSM8K file and the held-out
     domain question-answer pairs."""
@@ -64,7 +64,7 @@ def _row_key(found, cfg: YunqueConfig, qa_key: str = "") -> str:
     inputs = {s: _file_hash(Path(s) / "header.json") for s in shards}
     math_file = _file_hash(cfg.eval.math_file) if cfg.eval.math_file else ""
     return cache_key(EVAL_CODE_VERSION, weights_sha256(found.path), dataclasses.asdict(cfg.eval), inputs, math_file,
-                     qa_key)
+                     qa_key, *([harness_key] if harness_key else []))  # no harness: the keys rows had before it
 
 
 def _read_row(path: Path) -> dict | None:
@@ -91,12 +91,19 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
     qa_pairs = scored_pairs(store)  # the clean ones eval_contamination chose, or (before it ran) the first ones
     if qa_pairs is None:
         qa_pairs = heldout_pairs(store, SCORED_PAIRS)  # from validation documents only
+    include, harness_key = [], ""
+    if harness.SHIPPED in cfg.eval.harness and not harness.shipped_items(qa_pairs):
+        raise FileNotFoundError(f"eval.harness asks for {harness.SHIPPED}, made from the held-out domain QA pairs, "
+                                f"and this home has {len(qa_pairs)} (at least {harness.CHOICES} are needed)")
+    if cfg.eval.harness:  # the shipped task from these pairs, and the user's task directories
+        include = [harness.write_shipped_task(qa_pairs, out / "harness"), *map(Path, cfg.eval.harness_include)]
+        harness_key = harness.inputs_key(include, cfg.eval.harness)
     rows, reused = {}, []
     config = cfg.to_dict()
     recipes = {stage: seed_spread.recipe_key(config, stage) for stage in eval_report.STAGES}
     scored_with = seed_spread.eval_key(config)
     for stage, (rec, ckpt) in found.items():
-        key = _row_key(ckpt, cfg, pairs_key(qa_pairs))
+        key = _row_key(ckpt, cfg, pairs_key(qa_pairs), harness_key)
         cached = out / "rows" / f"{stage}-{key}.json"
         row = _read_row(cached)
         fresh = row is None
@@ -104,6 +111,10 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
             if progress:
                 progress(f"evaluating {stage} ({ckpt.path})")
             row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress, qa_pairs=qa_pairs) | {"eval_key": key}
+            if cfg.eval.harness:
+                if progress:
+                    progress(f"lm-evaluation-harness on {stage}: {', '.join(cfg.eval.harness)}")
+                row["harness"] = harness.on_checkpoint(ckpt.path, cfg.eval.harness, include, cfg.eval.harness_limit)
         else:
             reused.append(stage)
         stale = outdated(store, rec)  # not cached with the row: a parent retrained later outdates the same weights

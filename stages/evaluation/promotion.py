@@ -113,7 +113,8 @@ def candidate(store: DataStore) -> Candidate:
                              "materialize eval_report")
     return Candidate(stage=stage, step=int(record.get("step", row.get("step", 0))), weights_hash=weights,
                      export_key=record.get("export_key", ""), export_dir=export_dir,
-                     figures={k: figures.get(k) for k in FIGURES})
+                     figures={k: figures.get(k) for k in FIGURES}
+                     | {k: v for k, v in figures.items() if k.endswith(".acc")})  # the harness tasks' accuracy
 
 
 def _bpb(cand: float | None, champ: float | None, tolerance: float) -> Comparison:
@@ -126,15 +127,15 @@ def _bpb(cand: float | None, champ: float | None, tolerance: float) -> Compariso
                                                         f"(champion {_f(champ)} + {tolerance:.1%})")
 
 
-def _accuracy(cand: float | None, champ: float | None, tolerance: float) -> Comparison:
+def _at_least(metric: str, cand: float | None, champ: float | None, tolerance: float) -> Comparison:
+    """An accuracy may be at most `tolerance` below the champion's."""
     if cand is None or champ is None:
-        return Comparison("math_accuracy", cand, champ, None, True, f"math_accuracy {_f(cand)} vs champion "
-                                                                    f"{_f(champ)}: not measured on both, not compared")
+        return Comparison(metric, cand, champ, None, True, f"{metric} {_f(cand)} vs champion {_f(champ)}: not "
+                                                           "measured on both, not compared")
     limit = champ - tolerance
     ok = cand >= limit - _EPS
-    return Comparison("math_accuracy", cand, champ, limit, ok,
-                      f"math_accuracy {_f(cand)} {'>=' if ok else '<'} {_f(limit)} (champion {_f(champ)} - "
-                      f"{tolerance:g})")
+    return Comparison(metric, cand, champ, limit, ok, f"{metric} {_f(cand)} {'>=' if ok else '<'} {_f(limit)} "
+                                                      f"(champion {_f(champ)} - {tolerance:g})")
 
 
 def decide(cand: Candidate, champion: dict[str, Any] | None, cfg: PromotionConfig) -> Verdict:
@@ -144,10 +145,13 @@ def decide(cand: Candidate, champion: dict[str, Any] | None, cfg: PromotionConfi
     figs = cand.figures
     if champion is None:
         return Verdict(True, "no champion yet: the first evaluated export becomes the champion",
-                       (_bpb(figs["val_bpb"], None, 0), _accuracy(figs["math_accuracy"], None, 0)))
+                       (_bpb(figs["val_bpb"], None, 0), _at_least("math_accuracy", figs["math_accuracy"], None, 0)))
     prev = champion.get("figures", {})
     comps = (_bpb(figs["val_bpb"], prev.get("val_bpb"), cfg.max_bpb_increase),
-             _accuracy(figs["math_accuracy"], prev.get("math_accuracy"), cfg.max_accuracy_drop))
+             _at_least("math_accuracy", figs["math_accuracy"], prev.get("math_accuracy"), cfg.max_accuracy_drop))
+    if cfg.harness_max_drop is not None:  # an optional criterion: each harness task's accuracy
+        comps += tuple(_at_least(k, figs[k], prev.get(k), cfg.harness_max_drop) for k in sorted(figs)
+                       if k.endswith(".acc"))
     if champion.get("weights_hash") == cand.weights_hash:
         return Verdict(True, f"the export is the champion's weights (version {champion.get('version')})", comps)
     failed = [c for c in comps if not c.ok]
@@ -164,7 +168,7 @@ def comparison_markdown(verdict: Verdict, cand: Candidate, champion: dict[str, A
     head = f"champion v{champion.get('version')}" if champion else "champion (none)"
     prev = (champion or {}).get("figures", {})
     lines = [f"| figure | candidate ({cand.stage} step {cand.step}) | {head} | limit | |", "|---|---|---|---|---|"]
-    for k in FIGURES:
+    for k in [*FIGURES, *sorted(k for k in cand.figures if k not in FIGURES)]:
         c = limits.get(k)
         rule = "" if c is None or c.limit is None else ("≤ " if k == "val_bpb" else "≥ ") + _f(c.limit)
         mark = "" if c is None or c.limit is None else ("ok" if c.ok else "**regression**")

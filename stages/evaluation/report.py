@@ -95,13 +95,26 @@ def outdated_alarm(row: dict) -> dict:
     return {"fired": True, "detail": f"re-materialize {', '.join(stale)} ({why})"}
 
 
+def harness_figures(row: dict) -> dict[str, float | None]:
+    """{"<task>.acc": ..., "<task>.acc_norm": ...}: a row's lm-evaluation-harness results."""
+    return {f"{task}.{m}": r.get(m) for task, r in row.get("harness", {}).items() for m in ("acc", "acc_norm")
+            if m in r}
+
+
+def columns(rows: dict[str, dict]) -> tuple[str, ...]:
+    """The table's columns: the fixed ones, then every harness figure any row has."""
+    extra = sorted({k for row in rows.values() for k in harness_figures(row)})
+    return (*COLUMNS, *extra)
+
+
 def table(rows: dict[str, dict]) -> list[dict]:
-    out = []
+    out, cols = [], columns(rows)
     for stage, row in rows.items():
         math_main = row.get("math", {}).get(row.get("math_set", ""), {})
         flat = {**row, "stage": stage, "format_rate": math_main.get("format_rate"),
-                "outdated": ("yes" if row["outdated"] else "no") if "outdated" in row else None}
-        out.append({c: flat.get(c) for c in COLUMNS})
+                "outdated": ("yes" if row["outdated"] else "no") if "outdated" in row else None,
+                **harness_figures(row)}
+        out.append({c: flat.get(c) for c in cols})
     return out
 
 
@@ -114,8 +127,9 @@ def _fmt(v) -> str:
 
 
 def markdown(report: dict) -> str:
-    lines = ["# Evaluation report", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in report["table"]]
+    cols = list(report["table"][0]) if report["table"] else list(COLUMNS)
+    lines = ["# Evaluation report", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in report["table"]]
     qa = next((r.get("domain_qa_pairs") for r in report["rows"].values() if r.get("domain_qa_pairs")), 0)
     lines += ["", f"domain_qa_nll / domain_qa_ppl: nats per token (and perplexity) of the reference answers to {qa} "
                   "held-out questions made from validation documents' sections, given the question in the chat "
@@ -123,6 +137,10 @@ def markdown(report: dict) -> str:
                   "validation document with a usable section)"]
     lines += ["", ("math_accuracy: held-out operands in the training wordings; math_rephrased: held-out operands "
                   "in wordings no training problem uses (a model that learned a template, not the task, fails it)")]
+    if harness := sorted({t for r in report["rows"].values() for t in r.get("harness", {})}):
+        lines += ["", ("<task>.acc / <task>.acc_norm: lm-evaluation-harness on the checkpoint's transformers "
+                       "export, offline, zero-shot, log-likelihood of each choice (acc_norm: per byte): "
+                       + ", ".join(harness))]
     lines += ["", *seed_spread.markdown(report.get("across_seeds", [])), "## Alarms", ""]
     for stage, alarms in report["alarms"].items():
         for name, a in alarms.items():

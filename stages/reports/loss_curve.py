@@ -1,5 +1,6 @@
 """The loss curve of a training run, from its metrics.jsonl: the records as read back, a
-PNG (MLflow artifact), the evaluation points as rows (Dagster metadata table), and the
+PNG (MLflow artifact; with a second panel for the downstream evaluations during training
+when there were any), the evaluation points as rows (Dagster metadata tables), and the
 unigram entropy of the training tokens that the validation loss must beat."""
 
 from __future__ import annotations
@@ -25,6 +26,19 @@ def eval_rows(records: list[dict]) -> list[dict]:
             for r in steps_of_last_attempt(records) if "val_loss" in r]
 
 
+def downstream_rows(records: list[dict]) -> list[dict]:
+    """The downstream evaluations during training (model.pretrain.downstream), one row each."""
+    def num(r: dict, k: str) -> float | None:
+        v = r.get(k)
+        return round(float(v), 4) if isinstance(v, (int, float)) else None
+
+    return [{"step": r["step"], "domain_qa_nll": num(r, "eval_domain_qa_nll"),
+             "repeat_4_max": num(r, "eval_repeat_4_max"), "distinct_2_mean": num(r, "eval_distinct_2_mean"),
+             "seconds": num(r, "eval_seconds"), "time_share": num(r, "eval_time_share"),
+             "sample": (r.get("eval_sample") or "")[:120]}
+            for r in steps_of_last_attempt(records) if "eval_seconds" in r]
+
+
 def plot(records: list[dict], path: Path, title: str) -> Path | None:
     steps = steps_of_last_attempt(records)
     if not steps:
@@ -34,7 +48,20 @@ def plot(records: list[dict], path: Path, title: str) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    down = [r for r in steps if "eval_seconds" in r]
+    if down:  # a second panel: what the model knows of the domain and how it writes, while it trains
+        fig, (ax, bx) = plt.subplots(2, 1, figsize=(7, 6.5), dpi=110, sharex=True)
+        qa = [r for r in down if r.get("eval_domain_qa_nll") is not None]
+        if qa:
+            bx.plot([r["step"] for r in qa], [r["eval_domain_qa_nll"] for r in qa], "s-", ms=3,
+                    label="domain QA (nats per answer token)")
+        bx.plot([r["step"] for r in down], [r.get("eval_repeat_4_max", float("nan")) for r in down], "^-", ms=3,
+                label="samples: repeated 4-grams (max)")
+        bx.set_xlabel("step")
+        bx.grid(alpha=0.3)
+        bx.legend()
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.7, label="train loss")
     evals = [r for r in steps if "val_loss" in r]
     if evals:

@@ -43,16 +43,18 @@ from model.core.config import ModelConfig, PretrainRun, TrainConfig
 from model.pretrain.early_stop import EarlyStop, read_best, stop_holds
 from pipelines.config import recipe_fields
 from stages.config import YunqueConfig
-from stages.data.decontamination import DecontaminationError, training_shards
+from stages.data.decontamination import DecontaminationError, scored_pairs, training_shards
+from stages.data.domain_qa import SCORED_PAIRS, heldout_pairs, write_jsonl
 from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json
-from stages.training import mixture
+from stages.training import cost, mixture
 
 BASE_MODEL = "base_model"
 CODE_VERSION = "1"
 RUN_FILE = "run.json"
 CONFIG_FILE = "train_config.json"
+DOWNSTREAM_FILE = "downstream_qa.jsonl"  # the pairs the evaluations during training score
 
 
 class PretrainError(RuntimeError):
@@ -188,8 +190,45 @@ class Start:
     in_root: bool = False  # the checkpoint is the run on disk's own: it moves with the archive
 
 
+def enough_validation(store: DataStore, versions: dict[str, str], cfg: YunqueConfig) -> None:
+    """Refuse a run whose validation split cannot fill one batch: it would have no
+    validation loss, no early stopping and no perplexity, silently. The split is by
+    document (a hash of its id), so a small corpus can have few or no validation
+    documents; the message says how much text is missing and what would do."""
+    # torch: loaded when a run is prepared, not when the code location imports this module
+    from model.pretrain.data import validation_windows
+
+    t = cfg.train
+    val = {s: store.manifest(TOKEN_SHARDS, s)["stats"]["extra"] for s in versions}
+    windows = sum(validation_windows(x.get("val_tokens", 0), t.seq_len) for x in val.values())
+    if windows >= t.batch_size:
+        return
+    tokens = sum(x.get("val_tokens", 0) for x in val.values())
+    docs = sum(x.get("val_documents", 0) for x in val.values())
+    total = tokens + sum(x.get("train_tokens", 0) for x in val.values())
+    need = t.batch_size * t.seq_len + t.seq_len * len(val)  # a window's start must leave seq_len + 1 tokens
+    f = cfg.tokenizer.val_fraction
+    hint = min(0.5, round(f * 1.5 * need / max(tokens, 1), 2)) if tokens else min(0.5, round(1.5 * need / total, 2))
+    raise PretrainError(
+        f"the validation split holds {tokens:,} tokens in {docs} documents over {len(val)} shards: {windows} windows "
+        f"of train.seq_len + 1 = {t.seq_len + 1} tokens, and one validation batch needs train.batch_size = "
+        f"{t.batch_size} (about {max(need - tokens, 0):,} tokens more). Raise tokenizer.val_fraction (now {f}; about "
+        f"{max(hint, f + 0.01)} would do), lower train.batch_size or train.seq_len, or add text")
+
+
+def downstream_pairs(store: DataStore, root: Path) -> str:
+    """The held-out domain QA pairs the evaluations during training score: the ones
+    eval_report scores (eval_contamination's clean choice, else the first held-out ones),
+    written beside the run."""
+    pairs = scored_pairs(store)
+    if pairs is None:
+        pairs = heldout_pairs(store, SCORED_PAIRS)
+    return str(write_jsonl(pairs, root / DOWNSTREAM_FILE))
+
+
 def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str = BASE_MODEL) -> RunSpec:
     tok_hash, encoded, vocab = token_inputs(store, shards)
+    enough_validation(store, encoded, cfg)
     try:  # the eval_contamination verdict: refuse a contaminated split, train on a purified one
         versions, shard_dir, decontamination = training_shards(store, encoded)
     except DecontaminationError as e:
@@ -216,7 +255,8 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
         assert moved_to is not None
         cont["checkpoint"] = str(moved_to / Path(cont["checkpoint"]).name)
     train |= {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
-              "tokenizer": str(store.dir(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": []}
+              "tokenizer": str(store.dir(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": [],
+              "downstream_qa": downstream_pairs(store, root) if t.downstream_every else ""}
     train["mixture_shards"] = [[shard_dir[s] for s in g] for g in by_source or []]
     if cont is not None:
         train |= {"init_from": cont["checkpoint"], "start_step": cont["step"], "steps": cont["step"] + t.continuation_steps(),
@@ -234,7 +274,8 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
     spec = RunSpec(asset, root, key, json.loads(json.dumps(run.to_json())), lineage)
     write_json(spec.config_path, spec.config)
     rec = spec.record() | {"key": key, "data_key": data_key, "recipe": recipe, "config": spec.config,
-                           "lineage": lineage}
+                           "lineage": lineage,
+                           "estimate": cost.estimate(cfg, run.model, run.train.steps - run.train.start_step)}
     write_json(root / RUN_FILE, rec)
     store.publish(asset)  # another node, or a resume on another machine, starts from these
     return spec

@@ -25,7 +25,7 @@ def _load(path: str, int8: bool = False):
 
 
 def _sampling(args: argparse.Namespace, tok):
-    from model.infer.generate import Sampling
+    from model.core.generate import Sampling
 
     return Sampling(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                     top_p=args.top_p, stop=tok.stop_ids, seed=args.seed)
@@ -41,7 +41,7 @@ def _max_new(loaded, wanted: int) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from model.infer.generate import generate
+    from model.core.generate import generate
 
     loaded = _load(args.checkpoint, args.int8)
     tok = loaded.tokenizer
@@ -56,7 +56,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def _stream_reply(loaded, ids: list[int], sampling) -> list[int]:
     """Print the reply as it is produced; multi-byte characters are printed once whole."""
-    from model.infer.generate import generate
+    from model.core.generate import generate
 
     tok, out, shown = loaded.tokenizer, [], ""
 
@@ -122,7 +122,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     progress = None if args.json else (lambda msg: print(msg, file=sys.stderr))
     try:
         row = evaluate_loaded(loaded, cfg, gsm8k=args.gsm8k, progress=progress)
-    except (OSError, ValueError) as e:
+        if args.harness:
+            row["harness"] = _harness(loaded, args, progress)
+    except (OSError, ValueError, RuntimeError) as e:
         print(f"yunque eval: {e}", file=sys.stderr)
         return 2
     if args.json:
@@ -132,6 +134,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     print(markdown(build({"checkpoint": row}, {}, cfg.overfit_window, cfg.repetition_threshold)))
     return 0
+
+
+def _harness(loaded, args: argparse.Namespace, progress) -> dict:
+    """lm-evaluation-harness on the checkpoint's transformers export, offline: the shipped
+    Spanish task made from the home's held-out domain QA pairs, and the tasks of the
+    --harness-include directories."""
+    import tempfile
+
+    from stages.data.decontamination import scored_pairs
+    from stages.data.domain_qa import SCORED_PAIRS, heldout_pairs
+    from stages.evaluation import harness
+    from stages.store.outputs import DataStore
+    from yunque import env
+
+    tasks = [t for t in args.harness.split(",") if t]
+    include = [Path(d) for d in args.harness_include]
+    with tempfile.TemporaryDirectory(prefix="yunque-harness-tasks.") as scratch:
+        if harness.SHIPPED in tasks:
+            store = DataStore(env.home_url())
+            pairs = scored_pairs(store)
+            pairs = heldout_pairs(store, SCORED_PAIRS) if pairs is None else pairs
+            if not pairs:
+                raise ValueError(f"{harness.SHIPPED}: no held-out domain QA pairs in the home {env.home_url()} "
+                                 "(materialize token_shards, or pass --home)")
+            include.append(harness.write_shipped_task(pairs, Path(scratch)))
+        if progress:
+            progress(f"lm-evaluation-harness: {', '.join(tasks)} (offline)")
+        return harness.on_checkpoint(loaded.checkpoint.path, tasks, include, args.harness_limit)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -183,6 +213,12 @@ def add_commands(sub) -> None:
     e.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
                    help="evaluation settings of this preset")
     e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.add_argument("--harness", default="", help="comma-separated lm-evaluation-harness tasks, run offline on the "
+                                                 "checkpoint's transformers export (yunque_es_qa: the shipped Spanish "
+                                                 "task, from the home's held-out domain QA pairs)")
+    e.add_argument("--harness-include", action="append", default=[],
+                   help="a directory of harness task YAML with local data files (repeatable)")
+    e.add_argument("--harness-limit", type=int, default=0, help="items per harness task (default: all)")
     e.set_defaults(fn=cmd_eval)
     x = sub.add_parser("export", help="write a Hugging Face directory (and GGUF files)")
     x.add_argument("--checkpoint", required=True)
