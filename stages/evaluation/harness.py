@@ -98,6 +98,11 @@ def run(model_dir: str | Path, tasks: Sequence[str], include: Sequence[str | Pat
         raise HarnessError(str(e)) from None
     if absent:
         raise HarnessError(f"harness task data not on disk: {absent} (nothing is downloaded)")
+    try:
+        import lm_eval  # the harness extra
+    except ImportError:
+        raise HarnessError("lm-evaluation-harness is not installed: pip install -c constraints.txt -e '.[harness]'") \
+            from None
     scratch = Path(tempfile.mkdtemp(prefix="yunque-harness."))
     # offline, with the datasets cache in the scratch directory, for this call only
     env = OFFLINE | {"HF_DATASETS_CACHE": str(scratch / "datasets"), "HF_HOME": str(scratch / "hf")}
