@@ -30,10 +30,12 @@ def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 4) ->
 # The two-shard corpus supports about 880 BPE tokens; the `tiny` preset asks for 4096.
 # Pretraining: a few eager fp32 steps on short windows (what is tested is the plumbing).
 # tokenizer.val_fraction: the small corpora need a larger validation split than 5% to fill
-# one validation batch (base_model refuses a run whose validation split cannot)
+# one validation batch (base_model refuses a run whose validation split cannot); with one,
+# early stopping would end the long runs the fault tests interrupt: off unless a test asks.
 SMALL_TRAIN = {"tokenizer.val_fraction": 0.3, "train.steps": 4, "train.batch_size": 2, "train.seq_len": 32,
-               "train.warmup": 1, "train.eval_every": 2, "train.eval_batches": 2, "train.checkpoint_every": 2, "train.dtype": "fp32",
-               "train.compile": False, "train.warmup_probe_steps": 1}
+               "train.warmup": 1, "train.eval_every": 2, "train.eval_batches": 2, "train.checkpoint_every": 2,
+               "train.dtype": "fp32", "train.compile": False, "train.warmup_probe_steps": 1,
+               "train.early_stop_patience": 0}
 # Evaluation and export: a handful of problems and tokens, one GGUF type.
 SMALL_EVAL = {"eval.math_problems": 8, "eval.sample_tokens": 16, "eval.math_max_new_tokens": 16,
               "eval.val_batches": 2, "export.gguf": ["q8_0"]}

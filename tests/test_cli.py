@@ -122,6 +122,10 @@ def test_each_assets_line_is_chosen_by_its_name():
     assert _describe("base_model", {"step": 4, "loss": 5.5}) == "step 4, loss 5.500, no validation tokens"
     assert _describe("promoted_model", {"version": "3"}) == "materialized"
     assert _describe("filtered_documents", {"documents_in": 8, "documents_out": 6}) == "8->6"
+    decon = {"passed": False, "contaminated_documents": 3, "training_documents_scanned": 2267,
+             "sets_checked": ["domain_qa", "es_add2"]}
+    assert _describe("eval_contamination", decon) == \
+        "FAILED: 3 contaminated training documents of 2,267, sets domain_qa, es_add2"
 
 
 def test_a_run_whose_assets_were_shown_as_they_landed_names_them_beside_its_failed_checks():

@@ -79,6 +79,9 @@ def _figures(asset: str, md: dict) -> str:
         return f"{md['architecture']} step {md['step']}, {len(md['files'])} files"
     if asset == "token_shards":
         return f"{md['train_tokens']:,} train + {md['val_tokens']:,} val tokens"
+    if asset == "eval_contamination":
+        return (f"{'passed' if md['passed'] else 'FAILED'}: {md['contaminated_documents']} contaminated training "
+                f"documents of {md['training_documents_scanned']:,}, sets {', '.join(md['sets_checked'])}")
     return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
 
 
