@@ -182,14 +182,14 @@ def test_domain_qa_score_on_a_tiny_model(tmp_path):
     torch = pytest.importorskip("torch")
     from model.checkpoint.load import load
     from model.core.batches import collate, encode_reply
-    from model.infer.evaluate import domain_qa
+    from model.pretrain.downstream import domain_qa
     from tests.factory import tiny_checkpoint
 
     loaded = load(tiny_checkpoint(tmp_path))
     pairs = [{"messages": [{"role": "user", "content": f"¿Cómo configuro el servicio {i}?"},
                            {"role": "assistant", "content": "Edite el fichero y reinicie." * (1 + 10 * (i == 2))}]}
              for i in range(3)]  # the third is longer than the context: cut, still scored
-    out = domain_qa(loaded, pairs, batch_size=2)
+    out = domain_qa(loaded.model, loaded.tokenizer, pairs, batch_size=2)
     assert out["domain_qa_pairs"] == 3 and out["domain_qa_tokens"] > 0
     assert math.isfinite(out["domain_qa_nll"]) and out["domain_qa_ppl"] == pytest.approx(
         math.exp(out["domain_qa_nll"]), rel=1e-3)
@@ -198,8 +198,8 @@ def test_domain_qa_score_on_a_tiny_model(tmp_path):
                     loaded.tokenizer.eot_id)
     with torch.inference_mode():
         _, loss = loaded.model(batch.idx, batch.targets)
-    assert domain_qa(loaded, pairs[:1])["domain_qa_nll"] == pytest.approx(loss.item(), abs=1e-3)
-    assert domain_qa(loaded, [])["domain_qa_nll"] is None
+    assert domain_qa(loaded.model, loaded.tokenizer, pairs[:1])["domain_qa_nll"] == pytest.approx(loss.item(), abs=1e-3)
+    assert domain_qa(loaded.model, loaded.tokenizer, [])["domain_qa_nll"] is None
 
 
 def test_evaluation_scores_the_heldout_pairs(tmp_path):
