@@ -374,3 +374,11 @@ def scored_pairs(store: DataStore) -> list[dict] | None:
         return None
     path = store.dir(ASSET) / QA_FILE
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def eval_pairs(store: DataStore) -> list[dict]:
+    """The held-out domain QA pairs that are scored (eval_report, the evaluations during
+    training, the shipped harness task): eval_contamination's clean choice when its report
+    covers the home's shards, else (before it ran) the first held-out ones."""
+    pairs = scored_pairs(store)
+    return heldout_pairs(store, SCORED_PAIRS) if pairs is None else pairs

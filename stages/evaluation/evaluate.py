@@ -21,8 +21,8 @@ from pathlib import Path
 from model.checkpoint.files import Checkpoint, weights_sha256
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
-from stages.data.decontamination import scored_pairs
-from stages.data.domain_qa import SCORED_PAIRS, heldout_pairs, pairs_key
+from stages.data.decontamination import eval_pairs
+from stages.data.domain_qa import pairs_key
 from stages.evaluation import harness, seed_spread
 from stages.evaluation import report as eval_report
 from stages.reports.loss_curve import read_metrics
@@ -88,9 +88,7 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
             progress(f"not evaluated: {why}")
     out = store.dir(EVAL_REPORT)
     (out / "rows").mkdir(parents=True, exist_ok=True)
-    qa_pairs = scored_pairs(store)  # the clean ones eval_contamination chose, or (before it ran) the first ones
-    if qa_pairs is None:
-        qa_pairs = heldout_pairs(store, SCORED_PAIRS)  # from validation documents only
+    qa_pairs = eval_pairs(store)  # from validation documents only, clean once eval_contamination ran
     include, harness_key = [], ""
     if harness.SHIPPED in cfg.eval.harness and not harness.shipped_items(qa_pairs):
         raise FileNotFoundError(f"eval.harness asks for {harness.SHIPPED}, made from the held-out domain QA pairs, "

@@ -99,7 +99,7 @@ def run(model_dir: str | Path, tasks: Sequence[str], include: Sequence[str | Pat
     if absent:
         raise HarnessError(f"harness task data not on disk: {absent} (nothing is downloaded)")
     try:
-        import lm_eval  # the harness extra
+        import lm_eval  # the harness extra (light: its task and model modules load on use)
     except ImportError:
         raise HarnessError("lm-evaluation-harness is not installed: pip install -c constraints.txt -e '.[harness]'") \
             from None
@@ -108,7 +108,7 @@ def run(model_dir: str | Path, tasks: Sequence[str], include: Sequence[str | Pat
     env = OFFLINE | {"HF_DATASETS_CACHE": str(scratch / "datasets"), "HF_HOME": str(scratch / "hf")}
     try:
         with mock.patch.dict(os.environ, env):
-            import lm_eval
+            # datasets, which the task manager imports, reads its offline switches on import
             from lm_eval.tasks import TaskManager
 
             manager = TaskManager(include_path=[str(d) for d in include], include_defaults=False)

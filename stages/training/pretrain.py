@@ -43,8 +43,8 @@ from model.core.config import ModelConfig, PretrainRun, TrainConfig
 from model.pretrain.early_stop import EarlyStop, read_best, stop_holds
 from pipelines.config import recipe_fields
 from stages.config import YunqueConfig
-from stages.data.decontamination import DecontaminationError, scored_pairs, training_shards
-from stages.data.domain_qa import SCORED_PAIRS, heldout_pairs, write_jsonl
+from stages.data.decontamination import DecontaminationError, eval_pairs, training_shards
+from stages.data.domain_qa import write_jsonl
 from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json
@@ -220,10 +220,7 @@ def downstream_pairs(store: DataStore, root: Path) -> str:
     """The held-out domain QA pairs the evaluations during training score: the ones
     eval_report scores (eval_contamination's clean choice, else the first held-out ones),
     written beside the run."""
-    pairs = scored_pairs(store)
-    if pairs is None:
-        pairs = heldout_pairs(store, SCORED_PAIRS)
-    return str(write_jsonl(pairs, root / DOWNSTREAM_FILE))
+    return str(write_jsonl(eval_pairs(store), root / DOWNSTREAM_FILE))
 
 
 def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str = BASE_MODEL) -> RunSpec:

@@ -142,8 +142,7 @@ def _harness(loaded, args: argparse.Namespace, progress) -> dict:
     --harness-include directories."""
     import tempfile
 
-    from stages.data.decontamination import scored_pairs
-    from stages.data.domain_qa import SCORED_PAIRS, heldout_pairs
+    from stages.data.decontamination import eval_pairs
     from stages.evaluation import harness
     from stages.store.outputs import DataStore
     from yunque import env
@@ -153,8 +152,7 @@ def _harness(loaded, args: argparse.Namespace, progress) -> dict:
     with tempfile.TemporaryDirectory(prefix="yunque-harness-tasks.") as scratch:
         if harness.SHIPPED in tasks:
             store = DataStore(env.home_url())
-            pairs = scored_pairs(store)
-            pairs = heldout_pairs(store, SCORED_PAIRS) if pairs is None else pairs
+            pairs = eval_pairs(store)
             if not pairs:
                 raise ValueError(f"{harness.SHIPPED}: no held-out domain QA pairs in the home {env.home_url()} "
                                  "(materialize token_shards, or pass --home)")
