@@ -29,7 +29,7 @@ def valid_cron(text: str) -> bool:
 
 
 train_job = dg.define_asset_job(
-    "train_and_promote", selection=dg.AssetSelection.assets("eval_contamination").downstream(),
+    "train_and_promote", selection=dg.AssetSelection.assets("eval_contamination", "human_preferences").downstream(),
     description="Check that no evaluation set leaked into the training split, pretrain (continuing from the last "
                 "base checkpoint when only the data changed), post-train, evaluate, export, and promote the export "
                 "if it does not regress against the champion.",

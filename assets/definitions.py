@@ -9,6 +9,7 @@ from assets import (
     decontamination,
     dedup,
     evaluation,
+    feedback,
     ingest,
     post_training,
     promotion,
@@ -17,6 +18,7 @@ from assets import (
     training,
 )
 from assets.automation import train_job, train_on_new_data
+from assets.feedback import align_job, feedback_sensor
 from assets.jobs import dedup_job, shard_job
 from assets.sensors import shard_sensor
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
@@ -28,8 +30,8 @@ from stages.store.env import home_url
 
 telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
-ASSETS = dg.load_assets_from_modules([ingest, dedup, tokens, decontamination, training, post_training, evaluation,
-                                      promotion])
+ASSETS = dg.load_assets_from_modules([ingest, dedup, tokens, decontamination, training, feedback, post_training,
+                                      evaluation, promotion])
 CHECKS = dg.load_asset_checks_from_modules([checks, token_checks, decontamination, promotion])
 
 
@@ -91,9 +93,9 @@ def definitions_with(resources: dict, timing: home_settings.Timing | None = None
         executor=dg.in_process_executor,
         assets=ASSETS,
         asset_checks=CHECKS,
-        jobs=[shard_job, dedup_job, train_job],
+        jobs=[shard_job, dedup_job, train_job, align_job],
         schedules=[train_on_new_data(timing.training_cron)],
-        sensors=[shard_sensor(timing.sensor_interval_s), automation_sensor],
+        sensors=[shard_sensor(timing.sensor_interval_s), automation_sensor, feedback_sensor()],
         resources=resources,
     )
 

@@ -125,7 +125,8 @@ class PostTraining:
 
 def _post_asset(asset: str) -> dg.AssetsDefinition:
     stage, parent = CHAIN[asset]
-    deps = [parent, *(["reward_model"] if stage == "ppo" else [])]  # PPO is scored by the reward model
+    deps = [parent, *(["reward_model"] if stage == "ppo" else []),  # PPO is scored by the reward model
+            *(["human_preferences"] if stage in ("sft", "reward", "dpo") else [])]  # the chat page's ratings
     return training_asset(PostTraining(asset), deps=deps, group_name="post_training", code_version=POST_CODE_VERSION,
                           description=DESCRIPTIONS[asset], check=CHECKS[asset][0])
 

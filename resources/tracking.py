@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -246,3 +247,29 @@ class MlflowTracking(dg.ConfigurableResource):
                 return None
             raise
         return {"version": str(mv.version), "source": mv.source, "run_id": mv.run_id, "tags": dict(mv.tags)}
+
+    def download_version(self, name: str, version: str, dest: Path) -> Path:
+        """The artifacts of registered model `name` version `version` (its source, a runs:/
+        URI) under `dest`, downloaded once: a directory that holds them is reused."""
+        from mlflow.exceptions import MlflowException
+
+        client = self._client()
+        try:
+            mv = client.get_model_version(name, version)
+        except MlflowException as e:
+            raise LookupError(f"registered model {name!r} has no version {version} in {self.display_uri()} "
+                              f"({e.error_code})") from e
+        target = dest / f"v{mv.version}"
+        done = target / ".downloaded"
+        if done.exists():
+            return Path(done.read_text())
+        run_id, _, path = mv.source.removeprefix("runs:/").partition("/")
+        tmp = dest / f".v{mv.version}.partial"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        got = Path(client.download_artifacts(run_id, path, str(tmp)))
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)  # whole or absent: a download cut short is not served
+        where = target / got.relative_to(tmp)
+        done.write_text(str(where))
+        return where

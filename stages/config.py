@@ -33,6 +33,7 @@ from pipelines.config import (
     Fraction,
     LangIdConfig,
     NonNegFloat,
+    PosInt,
     ReaderConfig,
     TokenizerConfig,
     apply_profile,
@@ -72,6 +73,17 @@ class PromotionConfig:
 
 
 @section
+class FeedbackConfig:
+    """The ratings of the chat page (`yunque serve`) and the feedback_sensor that carries
+    them to a new alignment run (docs/use.md). How much each rating weighs in training is
+    post.<stage>.human_weight."""
+
+    # the sensor (off by default, like the training schedule) starts align_on_feedback once
+    # this many ratings arrived since human_preferences was last materialized
+    min_new_ratings: PosInt = 10
+
+
+@section
 class YunqueConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
@@ -88,6 +100,7 @@ class YunqueConfig:
     export: ExportConfig = field(default_factory=ExportConfig)
     cost: CostConfig = field(default_factory=CostConfig)  # the estimate before a training run
     promotion: PromotionConfig = field(default_factory=PromotionConfig)  # the registry's champion
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)  # the chat page's ratings
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -48,10 +48,11 @@ def _plan(home: Path, root: Path, overrides: dict | None = None):
 
 
 def _stale(p) -> dict[str, set[str]]:
+    """The corpus' stale outputs (human_preferences, from the chat page's ratings, apart)."""
     from stages.data.plan import PER_SHARD, WHOLE_CORPUS
 
     out = {a: set(SHARDS) - p.fresh_shards[a] for a in PER_SHARD}
-    out |= {a: {"corpus"} for a in WHOLE_CORPUS if a not in p.fresh_assets}
+    out |= {a: {"corpus"} for a in WHOLE_CORPUS if a not in p.fresh_assets and a != "human_preferences"}
     return {a: s for a, s in out.items() if s}
 
 
@@ -83,6 +84,25 @@ def test_everything_is_current_after_a_run_and_a_change_makes_its_dependants_sta
     # a damaged output (its files gone) is not current
     (home / "data" / "token_shards" / "tres" / "train.bin").unlink()
     assert _stale(_plan(home, root)) == {"token_shards": {"tres"}, "eval_contamination": {"corpus"}}
+
+
+def test_human_preferences_are_current_until_a_new_rating(tmp_path):
+    from pipelines.feedback.records import FeedbackLog
+    from stages.data import human_preferences as hp
+    from stages.store.outputs import DataStore
+
+    home, root = tmp_path / "home", tmp_path / "corpus"
+    root.mkdir()
+    store = DataStore(home)
+    assert "human_preferences" not in _plan(home, root).fresh_assets  # never built
+    hp.build(store)
+    assert "human_preferences" in _plan(home, root).fresh_assets  # no ratings, and none since
+    FeedbackLog(hp.feedback_dir(store)).append({
+        "id": "r1", "kind": "rate", "messages": [{"role": "user", "content": "Hola"}], "choice": "up",
+        "answers": [{"model": "champion", "version": "1", "weights_sha256": "a" * 64, "text": "Hola."}]})
+    assert "human_preferences" not in _plan(home, root).fresh_assets
+    assert hp.build(store)["cached"] is False and hp.build(store)["cached"] is True
+    assert "human_preferences" in _plan(home, root).fresh_assets
 
 
 def test_an_up_to_date_selection_starts_no_run(built):

@@ -270,11 +270,14 @@ def test_definitions_load():
     assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
                      "dedup_index", "deduped_documents", "tokenizer", "token_shards", "eval_contamination",
                      "base_model", "sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report",
-                     "exported_model", "promoted_model"}
+                     "exported_model", "promoted_model", "human_preferences"}
     # the chain's order: each post-training stage starts from the one before it
     parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
                for k in graph.get_all_asset_keys()}
-    assert parents["sft_model"] == {"base_model"} and parents["ppo_model"] == {"dpo_model", "reward_model"}
+    assert parents["sft_model"] == {"base_model", "human_preferences"}
+    assert parents["ppo_model"] == {"dpo_model", "reward_model"}
+    # the chat page's ratings reach the stages that learn from people (SFT, reward model, DPO)
+    assert {a for a, p in parents.items() if "human_preferences" in p} == {"sft_model", "reward_model", "dpo_model"}
     assert parents["grpo_model"] == {"ppo_model"} and "grpo_model" in parents["exported_model"]
     assert "eval_contamination" in parents["base_model"] and parents["eval_contamination"] == {"token_shards"}
     assert graph.get_check_spec(dg.AssetCheckKey(dg.AssetKey("eval_contamination"), "no_eval_contamination")).blocking
@@ -284,6 +287,10 @@ def test_definitions_load():
     train = defs().resolve_job_def("train_and_promote")
     assert {k.to_user_string() for k in train.asset_layer.selected_asset_keys} >= {
         "eval_contamination", "base_model", "grpo_model", "eval_report", "exported_model", "promoted_model"}
+    align = defs().resolve_job_def("align_on_feedback")
+    assert {k.to_user_string() for k in align.asset_layer.selected_asset_keys} == {
+        "human_preferences", "sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report",
+        "exported_model", "promoted_model"}
     schedule = defs().resolve_schedule_def("train_on_new_data")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED and schedule.description
     for sensor in defs().sensors:

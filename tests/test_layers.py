@@ -34,10 +34,10 @@ PIPES_ALLOWED = {"model/launch/sinks.py"}
 # its ground floor, below every subpackage.
 FLOORS = {
     "model": ["launch", "core", "checkpoint", "pretrain", "infer", "export", "post"],
-    "stages": ["store", "reports", "data", "training", "evaluation"],
+    "stages": ["store", "reports", "data", "training", "evaluation", "serving"],
     "assets": ["instance"],
     "yunque": ["cli"],
-    "pipelines": ["tokens", "data", "tasks"],
+    "pipelines": ["tokens", "data", "tasks", "feedback"],
 }
 
 

@@ -33,14 +33,18 @@ from pipelines.tokens.tokenizer import (
     TOKENIZER_FILE,
 )
 
-QTYPES = ("f16", "q8_0", "q4_0")
+QTYPES = ("f16", "q8_0", "q4_0")  # what exports write by default
+# f32 as well on request: llama.cpp then computes in fp32 throughout, the logits of our own
+# model (the serving tests compare greedy answers with `yunque chat` on it)
+ALL_TYPES = ("f32", *QTYPES)
 PRE_TOKENIZER = "qwen2"
 
 
 def _types():
     import gguf
 
-    return {"f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
+    return {"f32": (gguf.GGMLQuantizationType.F32, gguf.LlamaFileType.ALL_F32),
+            "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
             "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
             "q4_0": (gguf.GGMLQuantizationType.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0)}
 
@@ -79,7 +83,7 @@ def _stored(arr: np.ndarray, qtype: str):
     import gguf
 
     ggml_type = _types()[qtype][0]
-    if arr.ndim == 1:
+    if arr.ndim == 1 or qtype == "f32":
         return arr.astype(np.float32), None
     if qtype == "f16" or arr.shape[-1] % 32:
         return arr.astype(np.float16), None
@@ -123,8 +127,8 @@ def write_gguf(weights: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_dir
     """Write `path`; `weights` is our (float) state dict."""
     import gguf
 
-    if qtype not in QTYPES:
-        raise ValueError(f"GGUF type must be one of {QTYPES}, got {qtype!r}")
+    if qtype not in ALL_TYPES:
+        raise ValueError(f"GGUF type must be one of {ALL_TYPES}, got {qtype!r}")
     file_type = _types()[qtype][1]
     tokens, types, merges = _vocabulary(tokenizer_dir)
     if len(tokens) != cfg.vocab_size:

@@ -5,6 +5,7 @@ built-in math sets)."""
 from __future__ import annotations
 
 import copy
+import random
 from collections.abc import Callable
 
 import torch
@@ -13,6 +14,7 @@ from model.checkpoint.load import Loaded
 from model.core.batches import Epochs
 from model.post.config import PostRun, StageConfig
 from pipelines.tasks import post_data
+from pipelines.tasks.post_data import split_heldout
 
 Update = Callable[[torch.Tensor], float]  # backward, clip, optimizer step; returns the gradient norm
 
@@ -98,3 +100,30 @@ def preferences(cfg: StageConfig, run: PostRun) -> tuple[list[post_data.Preferen
         return post_data.read_preferences(run.data), run.data
     return (post_data.math_preferences(cfg.examples, cfg.math_level, cfg.seed),
             f"built-in math_preferences/{cfg.math_level}")
+
+
+def weighted(items: list, weight: float, seed: int) -> list:
+    """`items` counted `weight` times: whole copies, then a seeded sample for the fraction
+    (2.5: every item twice and half of them a third time; 0.5: a half)."""
+    whole = int(weight)
+    extra = random.Random(seed).sample(items, round(len(items) * (weight - whole))) if items else []
+    return items * whole + extra
+
+
+def human_examples(run: PostRun, pairs: bool) -> list:
+    """The human feedback the stage layer handed this run (run.human: the human_preferences
+    asset's preference pairs for the reward model and DPO, its conversations for SFT)."""
+    if not run.human:
+        return []
+    return post_data.read_preferences(run.human) if pairs else post_data.read_sft(run.human)
+
+
+def human_part(cfg: StageConfig, items: list) -> tuple[list, list, dict]:
+    """(train, held-out, plan) of the human examples: split as the synthetic ones are (no
+    repeat of a held-out example in training), the train part weighted by cfg.human_weight."""
+    if not items:
+        return [], [], {}
+    train, held = split_heldout(items, cfg.heldout_fraction, cfg.seed)
+    train = weighted(train, cfg.human_weight, cfg.seed)
+    return train, held, {"examples": len(items), "train": len(train), "heldout": len(held),
+                         "weight": cfg.human_weight}

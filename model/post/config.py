@@ -56,6 +56,10 @@ class StageConfig:
     # train split, so the stage keeps the corpus's perplexity (docs/post-training.md); 0: off
     replay: NonNegFloat = 0.1
     replay_batch_size: PosInt = 4
+    # human feedback (the human_preferences asset: pairs for the reward model and DPO, the
+    # endorsed answers for SFT) mixed with the synthetic data: each human training example
+    # counts this many times (a fraction: a seeded sample); 0 leaves it out
+    human_weight: NonNegFloat = 1.0
 
 
 @section
@@ -153,6 +157,7 @@ class PostRun:
     data: str = ""  # the user's jsonl, "": the built-in set
     reward_model: str = ""  # PPO: the reward model's checkpoint directory
     mixture: dict[str, str] = dataclasses.field(default_factory=dict)  # SFT: {source: jsonl path}
+    human: str = ""  # the human_preferences asset's pairs (reward, DPO) or conversations (SFT) jsonl
     replay_shards: list[str] = dataclasses.field(default_factory=list)  # the base model's token shards
     lineage: dict[str, Any] = dataclasses.field(default_factory=dict)
 

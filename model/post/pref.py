@@ -7,7 +7,7 @@ import torch
 
 from model.core.batches import Epochs, collate, encode_reply
 from model.core.precision import autocast
-from model.post.common import Stage, Update, frozen_copy, preferences
+from model.post.common import Stage, Update, frozen_copy, human_examples, human_part, preferences
 from model.post.losses import dpo_loss, kto_loss, masked_mean, orpo_loss, sft_loss, token_logprobs
 from pipelines.tasks.post_data import split_heldout
 
@@ -16,11 +16,18 @@ class Preference(Stage):
     def __init__(self, cfg, loaded, d, run, report):
         super().__init__(cfg, loaded, d, run, report)
         pairs, self.source = preferences(cfg, run)
+        human = human_examples(run, pairs=True)
         context = loaded.config.context
-        fits = [p for p in pairs if max(len(encode_reply(self.tok, list(p.prompt), r).ids)
-                                        for r in (p.chosen, p.rejected)) <= context]
-        self.dropped = len(pairs) - len(fits)
+
+        def fitting(items: list) -> list:
+            return [p for p in items if max(len(encode_reply(self.tok, list(p.prompt), r).ids)
+                                            for r in (p.chosen, p.rejected)) <= context]
+
+        fits, human_fits = fitting(pairs), fitting(human)
+        self.dropped = len(pairs) + len(human) - len(fits) - len(human_fits)
         self.train, self.held = split_heldout(fits, cfg.heldout_fraction, cfg.seed)
+        human_train, human_held, self.human = human_part(cfg, human_fits)
+        self.train, self.held = self.train + human_train, self.held + human_held
         self.module = loaded.model
         # ORPO needs no reference; DPO and KTO compare with the starting model
         self.ref = frozen_copy(loaded.model) if cfg.loss != "orpo" else None
@@ -29,7 +36,8 @@ class Preference(Stage):
     def plan(self) -> dict:
         return {"data": self.source, "loss": self.cfg.loss, "beta": self.cfg.beta, "train_pairs": len(self.train),
                 "heldout_pairs": len(self.held), "dropped_too_long": self.dropped,
-                "epochs": round(self.cfg.steps * self.cfg.batch_size / max(1, len(self.train)), 2)}
+                "epochs": round(self.cfg.steps * self.cfg.batch_size / max(1, len(self.train)), 2),
+                **({"human": self.human} if self.human else {})}
 
     def _logps(self, module, pairs, shift: int = 0) -> tuple[torch.Tensor, torch.Tensor, object]:
         """Summed reply log-probabilities of chosen and rejected (B,) each, and the batch.

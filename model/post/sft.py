@@ -6,7 +6,15 @@ import torch
 
 from model.core.batches import Encoded, Epochs, collate, encode_conversation, encode_reply, fit
 from model.core.precision import autocast
-from model.post.common import Stage, Update, conversations, preferences, sft_mixture
+from model.post.common import (
+    Stage,
+    Update,
+    conversations,
+    human_examples,
+    human_part,
+    preferences,
+    sft_mixture,
+)
 from model.post.heads import RewardModel
 from model.post.losses import bradley_terry_loss, sft_loss
 from pipelines.tasks.post_data import split_heldout
@@ -35,6 +43,8 @@ class SFT(Stage):
         else:
             (convs, self.source), self.mixture = conversations(cfg, run), {}
         train, held = split_heldout(convs, cfg.heldout_fraction, cfg.seed)
+        human_train, human_held, self.human = human_part(cfg, human_examples(run, pairs=False))
+        train, held = train + human_train, held + human_held
         context = loaded.config.context
         self.train, dropped = fit([encode_conversation(self.tok, c) for c in train], context)
         self.held, dropped_held = fit([encode_conversation(self.tok, c) for c in held], context)
@@ -52,7 +62,8 @@ class SFT(Stage):
         return {"data": self.source, "train_conversations": len(self.train), "heldout_conversations": len(self.held),
                 "dropped_too_long": self.dropped, "epochs": round(self.cfg.steps * self.cfg.batch_size
                                                                  / len(self.train), 2),
-                "mask_check": self.check, **({"mixture": self.mixture} if self.mixture else {})}
+                "mask_check": self.check, **({"mixture": self.mixture} if self.mixture else {}),
+                **({"human": self.human} if self.human else {})}
 
     def summary(self) -> str:
         p = self.plan()
@@ -60,7 +71,10 @@ class SFT(Stage):
                 if self.mixture else p["data"])
         return (f"  {p['train_conversations']} conversations ({data}), {p['heldout_conversations']} held out, "
                 f"{p['dropped_too_long']} dropped as too long; {p['epochs']} epochs\n"
-                f"  loss mask check passed: trains on {self.check['trained_text'][:120]!r}")
+                f"  loss mask check passed: trains on {self.check['trained_text'][:120]!r}"
+                + (f"\n  human feedback: {self.human['examples']} conversations, {self.human['train']} of the "
+                   f"training ones at weight {self.human['weight']}, {self.human['heldout']} held out"
+                   if self.human else ""))
 
     def step(self, step: int, update: Update) -> dict:
         b = collate([self.train[i] for i in self.batches.next()], self.tok.eot_id).to(self.device)
@@ -111,6 +125,8 @@ class Reward(Stage):
         super().__init__(cfg, loaded, d, run, report)
         pairs, self.source = preferences(cfg, run)
         self.train, self.held = split_heldout(pairs, cfg.heldout_fraction, cfg.seed)
+        human_train, human_held, self.human = human_part(cfg, human_examples(run, pairs=True))
+        self.train, self.held = self.train + human_train, self.held + human_held
         context = loaded.config.context
         keep = [p for p in self.train if max(len(r.ids) for r in score_rows(self.tok, [p])) <= context]
         self.dropped = len(self.train) - len(keep)
@@ -124,7 +140,8 @@ class Reward(Stage):
     def plan(self) -> dict:
         return {"data": self.source, "train_pairs": len(self.train), "heldout_pairs": len(self.held),
                 "dropped_too_long": self.dropped,
-                "epochs": round(self.cfg.steps * self.cfg.batch_size / max(1, len(self.train)), 2)}
+                "epochs": round(self.cfg.steps * self.cfg.batch_size / max(1, len(self.train)), 2),
+                **({"human": self.human} if self.human else {})}
 
     def _scores(self, module, pairs) -> tuple[torch.Tensor, torch.Tensor]:
         idx, last = padded(score_rows(self.tok, pairs), self.tok.eot_id, self.device)

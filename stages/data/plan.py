@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stages.config import YunqueConfig
+from stages.data import human_preferences
 from stages.data.decontamination import ASSET as CONTAMINATION
 from stages.data.decontamination import contamination_key
 from stages.data.dedup import INDEX_ASSET, deduped_key, index_key, minhash_key
@@ -28,7 +29,8 @@ from stages.store.outputs import DataStore
 
 PER_SHARD = ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "deduped_documents",
              TOKEN_SHARDS)
-WHOLE_CORPUS = (INDEX_ASSET, TOKENIZER, CONTAMINATION)
+# the unpartitioned data assets; human_preferences reads the chat page's ratings, not the corpus
+WHOLE_CORPUS = (INDEX_ASSET, TOKENIZER, CONTAMINATION, human_preferences.HUMAN_PREFERENCES)
 
 
 @dataclass
@@ -88,6 +90,8 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
             encoded = encoded_key(cfg, tok["stats"]["extra"]["tokenizer_hash"], deduped)
             if _current(store, TOKEN_SHARDS, shard, encoded) and intact(store.dir(TOKEN_SHARDS, shard)):
                 out.fresh_shards[TOKEN_SHARDS].add(shard)
+    if human_preferences.is_current(store):  # the same ratings: the same pairs and conversations
+        out.fresh_assets.add(human_preferences.HUMAN_PREFERENCES)
     if fingerprints and out.fresh_shards[TOKEN_SHARDS] == set(fingerprints):
         # the shards base_model would train on (stages.training.pretrain.token_inputs: not the empty ones)
         versions = {s: m["key"] for s in fingerprints if (m := store.manifest(TOKEN_SHARDS, s))

@@ -172,6 +172,8 @@ def lineage_tags(store: DataStore, asset_or_record: str | dict[str, Any]) -> dic
         if "weights_sha256" in r:  # a materialized stage (a planned one has no weights yet)
             name = stage_name(r["asset"])
             tags[f"yunque.{name}.weights"] = r["weights_sha256"]
+            if human := r.get("inputs", {}).get("human_preferences"):  # the ratings it was aligned on
+                tags[f"yunque.{name}.feedback_version"] = str(human.get("version", ""))
             tags[f"yunque.{name}.dagster_run"] = r.get("dagster_run_id", "")
             tags[f"yunque.{name}.mlflow_run"] = r.get("mlflow_run_id", "")
     return tags

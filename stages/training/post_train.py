@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 from model.checkpoint.files import checksums
@@ -21,7 +22,7 @@ from pipelines.config import RUNTIME, fields_with
 from pipelines.tasks import chitchat
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
-from stages.data import domain_qa
+from stages.data import domain_qa, human_preferences
 from stages.data.tokenizer import TOKEN_SHARDS
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json
@@ -110,17 +111,28 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     generated = sft_sources(store, scfg, shards) if isinstance(scfg, SFTConfig) else {}
     if generated:  # what the mixture holds is part of the run: other pairs, another run
         lineage["mixture"] = {n: {"records": len(r), "sha256": domain_qa.pairs_key(r)} for n, r in generated.items()}
+    human = human_preferences.for_stage(store, stage) if scfg.human_weight > 0 else None
+    if human:  # the ratings' version travels in the lineage: `yunque lineage` names it
+        lineage["human_preferences"] = human | {"weight": scfg.human_weight}
     runtime = set(fields_with(type(scfg), RUNTIME))
-    recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in runtime}
+    # human_weight only counts with ratings to weigh: without them the key is what it was
+    recipe = {k: v for k, v in dataclasses.asdict(scfg).items() if k not in runtime and k != "human_weight"}
     data_key = lineage["data"]["sha256"] if data else lineage["data"]
     key = cache_key(asset, POST_CODE_VERSION, recipe, lineage["init"]["weights_sha256"],
-                    lineage.get("reward_model", {}).get("weights_sha256"), data_key, lineage.get("mixture"))
+                    lineage.get("reward_model", {}).get("weights_sha256"), data_key, lineage.get("mixture"),
+                    *([{k: human[k] for k in ("version", "examples")} | {"weight": scfg.human_weight}]
+                      if human else []))
     root = store.dir(asset)
     root.mkdir(parents=True, exist_ok=True)
     _archive_if_changed(root, key)
     mixture = {n: str(domain_qa.write_jsonl(r, root / "mixture" / f"{n}.jsonl")) for n, r in generated.items()}
+    if human:  # a copy in the run's directory: a resumed run reads the ratings it was keyed on
+        (root / "mixture").mkdir(exist_ok=True)
+        human_copy = root / "mixture" / "human.jsonl"
+        shutil.copyfile(human["path"], human_copy)
     config = PostRun(stage=stage, train=scfg, init=str(init), out=str(root), data=data,
                      reward_model=str(reward) if reward else "", mixture=mixture, replay_shards=shards,
+                     human=str(human_copy) if human else "",
                      lineage=lineage).to_json()
     spec = RunSpec(asset, root, key, config, lineage)
     write_json(spec.config_path, config)

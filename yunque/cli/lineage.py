@@ -24,6 +24,9 @@ ENTRY = ("asset", "checkpoint", "step", "weights_sha256", "heads_sha256", "run_k
 
 def _entry(rec: dict[str, Any]) -> dict[str, Any]:
     out = {k: rec[k] for k in ENTRY if k in rec}
+    human = rec.get("inputs", {}).get("human_preferences")
+    if human:  # the chat page's ratings it was aligned on (stages.data.human_preferences)
+        out["feedback"] = {k: human.get(k) for k in ("version", "ratings", "examples", "weight")}
     if rec.get("reward_model"):
         out["reward_model"] = _entry(rec["reward_model"])
     return out
@@ -138,6 +141,9 @@ def _stage_lines(e: dict[str, Any], indent: str = "") -> list[str]:
     fields = [("weights sha256", "weights_sha256"), ("heads sha256", "heads_sha256"), ("run key", "run_key"),
               ("dagster run", "dagster_run_id"), ("mlflow run", "mlflow_run_id")]
     lines += [f"{indent}    {label:<15} {e.get(k) or '-'}" for label, k in fields if k in e]
+    if f := e.get("feedback"):
+        lines.append(f"{indent}    {'feedback':<15} version {f['version']} ({f['ratings']} ratings: {f['examples']} "
+                     f"examples, weight {f['weight']})")
     if "reward_model" in e:
         lines += [f"{indent}    scored by:"] + _stage_lines(e["reward_model"], indent + "      ")
     return lines

@@ -20,6 +20,7 @@ from yunque.cli import calibrate as cli_calibrate
 from yunque.cli import config as cli_config
 from yunque.cli import inspect as cli_inspect
 from yunque.cli import node as cli_node
+from yunque.cli import serve as cli_serve
 from yunque.cli import ui as cli_ui
 from yunque.cli.model import add_commands
 
@@ -287,6 +288,7 @@ def parser() -> argparse.ArgumentParser:
     cli_node.add_parser(sub)
     cli_inspect.add_parser(sub)
     cli_calibrate.add_parser(sub)
+    cli_serve.add_parser(sub)
     return p
 
 

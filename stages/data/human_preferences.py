@@ -1,0 +1,101 @@
+"""human_preferences as a stage (no Dagster): the ratings people gave on the chat page
+(`<home>/feedback`, pipelines.feedback.records) turned into training data, versioned.
+
+    data/human_preferences/pairs.jsonl    preference pairs, for reward_model and dpo_model
+    data/human_preferences/sft.jsonl      endorsed answers as conversations, for sft_model
+    data/human_preferences/summary.json   the feedback version, counts, what each record gave
+
+The version is a hash of the records, so the same ratings make the same version and the
+post-training stages that read them (stages.training.post_train) retrain only when the
+ratings changed; their lineage names it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from pipelines.feedback import preferences, records
+from stages.data.domain_qa import write_jsonl
+from stages.store.outputs import DataStore, write_json
+
+HUMAN_PREFERENCES = "human_preferences"
+PAIRS_FILE = "pairs.jsonl"
+SFT_FILE = "sft.jsonl"
+SUMMARY_FILE = "summary.json"
+EMPTY = "none"  # the version with no ratings yet
+CODE_VERSION = "1"  # bump when what a rating becomes changes (pipelines.feedback.preferences)
+
+
+def feedback_dir(store: DataStore) -> Path:
+    """Where `yunque serve` appends ratings: beside data/ in the home (its local root)."""
+    return store.home / records.FEEDBACK_DIR
+
+
+def current_version(store: DataStore) -> str:
+    """The version the ratings in the feedback folder make now."""
+    found = records.read(feedback_dir(store)).records
+    return preferences.version(found) if found else EMPTY
+
+
+def is_current(store: DataStore) -> bool:
+    """Whether the materialized asset holds the ratings there are now (`yunque run`'s plan:
+    stages.data.plan)."""
+    summary = read_summary(store)
+    out = store.dir(HUMAN_PREFERENCES)
+    return (summary is not None and summary.get("code_version") == CODE_VERSION
+            and summary["version"] == current_version(store)
+            and (out / PAIRS_FILE).exists() and (out / SFT_FILE).exists())
+
+
+def build(store: DataStore) -> dict[str, Any]:
+    """Read every rating, write the pairs and conversations, return the summary (`cached`:
+    the asset already held these ratings, nothing written)."""
+    if is_current(store):
+        return {**read_summary(store), "cached": True}
+    found = records.read(feedback_dir(store))
+    data = preferences.convert(found.records)
+    out = store.dir(HUMAN_PREFERENCES)
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(data.pairs, out / PAIRS_FILE)
+    write_jsonl(data.sft, out / SFT_FILE)
+    summary = {"version": preferences.version(found.records) if found.records else EMPTY, "code_version": CODE_VERSION,
+               "ratings": len(found.records), "skipped_lines": [reason for _, reason in found.skipped],
+               "newest": max((r["time"] for r in found.records), default=None),
+               "feedback_dir": str(feedback_dir(store)), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               **data.summary()}
+    write_json(out / SUMMARY_FILE, summary)  # last: the summary names files already whole
+    store.publish(HUMAN_PREFERENCES)
+    return {**summary, "cached": False}
+
+
+def read_summary(store: DataStore) -> dict[str, Any] | None:
+    import json
+
+    store.sync(HUMAN_PREFERENCES)
+    path = store.dir(HUMAN_PREFERENCES) / SUMMARY_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def new_ratings(store: DataStore) -> tuple[int, int]:
+    """(ratings in the feedback folder now, of them not in the materialized asset): what
+    the feedback sensor counts. Ratings are only ever appended, so the difference is new."""
+    now = len(records.read(feedback_dir(store)).records)
+    summary = read_summary(store)
+    return now, now - (summary["ratings"] if summary else 0)
+
+
+def for_stage(store: DataStore, stage: str) -> dict[str, Any] | None:
+    """What a post-training stage reads of the materialized asset: {version, path, examples,
+    ratings} (pairs for reward and DPO, conversations for SFT), or None when the asset is
+    not materialized or holds nothing for this stage (then the run is what it was without
+    feedback, same key)."""
+    summary = read_summary(store)
+    if not summary or stage not in ("sft", "reward", "dpo"):
+        return None
+    which, n = (SFT_FILE, summary["sft"]) if stage == "sft" else (PAIRS_FILE, summary["pairs"])
+    if not n:
+        return None
+    return {"version": summary["version"], "path": str(store.dir(HUMAN_PREFERENCES) / which), "examples": n,
+            "ratings": summary["ratings"]}

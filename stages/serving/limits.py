@@ -1,0 +1,126 @@
+"""What the endpoint refuses before llama.cpp sees it, each with an OpenAI-style error: a
+body too large or not JSON (400), a model it does not serve (404), max_tokens above the
+limit (400), a prompt longer than the model's context (400, streaming or not: llama.cpp
+itself finds that only once a stream has started, and cuts the connection).
+
+An ASGI middleware rather than a FastAPI dependency: it reads the body once, checks it,
+and hands the same bytes on to llama-cpp-python's routes, which parse it themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+CHECKED = ("/v1/chat/completions", "/v1/completions")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int = 1_000_000
+    max_tokens: int = 1024  # per request; also capped by the model's context
+
+
+def error(status: int, message: str, code: str, param: str | None = None) -> tuple[int, dict[str, Any]]:
+    return status, {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+
+
+class RequestLimits:
+    """`count_prompt(model, body)` gives (prompt tokens, the model's context) for a known
+    model, or None for an unknown one; `default_model()` names the model a request without
+    one gets; `before()` runs first on every checked request (the champion watcher's swap)."""
+
+    def __init__(self, app, limits: Limits, count_prompt: Callable[[str, dict], tuple[int, int] | None],
+                 default_model: Callable[[], str], served: Callable[[], list[str]],
+                 before: Callable[[], None] = lambda: None):
+        self.app, self.limits = app, limits
+        self.count_prompt, self.default_model, self.served, self.before = count_prompt, default_model, served, before
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in CHECKED:
+            await self.app(scope, receive, send)
+            return
+        self.before()
+        body, too_large = await _read(receive, self.limits.max_body_bytes)
+        refused = (error(413, f"request body over {self.limits.max_body_bytes:,} bytes", "body_too_large")
+                   if too_large else self.check(scope["path"], body))
+        if refused:
+            await _reply(send, *refused)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def check(self, path: str, body: bytes) -> tuple[int, dict] | None:
+        try:
+            req = json.loads(body)
+        except ValueError as e:
+            return error(400, f"the request body is not valid JSON: {e}", "invalid_json")
+        if not isinstance(req, dict):
+            return error(400, "the request body must be a JSON object", "invalid_json")
+        model = req.get("model") or self.default_model()
+        if not isinstance(model, str):
+            return error(400, "model: expected a string", "invalid_model", "model")
+        wanted = req.get("max_tokens")
+        if wanted is not None and (not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1):
+            return error(400, f"max_tokens: expected a positive integer, got {wanted!r}", "invalid_max_tokens",
+                         "max_tokens")
+        if path.endswith("chat/completions"):
+            if not isinstance(req.get("messages"), list) or not req["messages"]:
+                return error(400, "messages: expected a non-empty list", "invalid_messages", "messages")
+        elif not isinstance(req.get("prompt", ""), (str, list)):
+            return error(400, "prompt: expected a string", "invalid_prompt", "prompt")
+        try:
+            counted = self.count_prompt(model, req)
+        except (KeyError, TypeError, ValueError) as e:  # a message without role or content, a bad template input
+            return error(400, f"the request cannot be formatted: {e}", "invalid_request")
+        if counted is None:
+            return error(404, f"the model {model!r} is not served here; served: {', '.join(self.served())}",
+                         "model_not_found", "model")
+        prompt, context = counted
+        cap = min(self.limits.max_tokens, context)
+        if wanted is not None and wanted > cap:
+            return error(400, f"max_tokens {wanted:,} is over this server's limit of {cap:,} (the smaller of "
+                              f"--max-tokens {self.limits.max_tokens:,} and the model's context of {context:,})",
+                         "max_tokens_too_large", "max_tokens")
+        if prompt >= context:
+            return error(400, f"this model's context is {context:,} tokens; the prompt has {prompt:,}: "
+                              "shorten it (or drop the oldest turns)", "context_length_exceeded", "messages")
+        return None
+
+
+async def _read(receive: Callable[[], Awaitable[dict]], limit: int) -> tuple[bytes, bool]:
+    chunks, size = [], 0
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return b"".join(chunks), False
+        part = msg.get("body", b"")
+        size += len(part)
+        if size > limit:
+            return b"", True
+        chunks.append(part)
+        if not msg.get("more_body"):
+            return b"".join(chunks), False
+
+
+def _replay(body: bytes, receive: Callable[[], Awaitable[dict]]):
+    """The body once, then the client's own messages: a streaming response listens on
+    them for the client going away."""
+    sent = False
+
+    async def replay() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _reply(send, status: int, payload: dict) -> None:
+    data = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})

@@ -1,0 +1,176 @@
+"""`yunque serve` for real: llama-cpp-python's OpenAI-compatible server on tiny exports,
+answering the official `openai` client (chat, streaming, completions) offline, giving the
+same greedy answer as `yunque chat`, refusing bad input with HTTP errors, recording
+ratings durably (a kill -9 right after "saved" loses nothing), requiring the API key off
+loopback, and following the registry's champion alias without a restart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from tests.serve_server import YUNQUE, Server, exports, request
+
+pytest.importorskip("llama_cpp.server.app")
+openai = pytest.importorskip("openai")
+
+Q = [{"role": "user", "content": "¿Cuánto es 2 más 3?"}]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return exports(tmp_path_factory.mktemp("serve-exports"))
+
+
+@pytest.fixture(scope="module")
+def server(models, tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("serve-home"), "--model", str(models["answers"]), "--compare",
+               str(models["random"]), "--quant", "f32")
+    yield s
+    s.stop()
+
+
+def client(server: Server):
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=server.key or "unused", max_retries=0)
+
+
+def test_the_openai_client_chats_streams_and_completes(server):
+    c = client(server)
+    assert [m.id for m in c.models.list().data] == ["answers", "random"]
+    r = c.chat.completions.create(model="answers", messages=Q, max_tokens=24, temperature=0)
+    assert r.choices[0].message.content == "<answer>42</answer>"
+    assert r.choices[0].finish_reason == "stop"  # <|end|> ends the turn, from the GGUF's own metadata
+    assert r.usage.prompt_tokens > 5
+    streamed = c.chat.completions.create(model="answers", messages=Q, max_tokens=24, temperature=0, stream=True)
+    parts = [ch.choices[0].delta.content for ch in streamed if ch.choices and ch.choices[0].delta.content]
+    assert len(parts) > 1 and "".join(parts) == "<answer>42</answer>"
+    done = c.completions.create(model="random", prompt="La casa del sistema", max_tokens=8, temperature=0)
+    assert done.choices[0].text and done.model == "random"
+
+
+def _chat_cli(checkpoint: str, question: str, tokens: int) -> str:
+    out = subprocess.run([str(YUNQUE), "chat", "--checkpoint", checkpoint, "--temperature", "0",
+                          "--max-new-tokens", str(tokens)], input=f"{question}\n/exit\n", capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    return out.split("> ", 1)[1].split("\n> ", 1)[0].rstrip("\n")
+
+
+def test_yunque_chat_and_the_endpoint_give_the_same_greedy_answer(server, models):
+    """The chat template travels in the GGUF: the endpoint formats a conversation as
+    training did, so the f32 file's greedy reply is `yunque chat`'s (and so is a plain
+    completion's)."""
+    checkpoint = (models["answers"] / "checkpoint.txt").read_text()
+    c = client(server)
+    endpoint = c.chat.completions.create(model="answers", messages=Q, max_tokens=24, temperature=0)
+    assert _chat_cli(checkpoint, Q[0]["content"], 24) == endpoint.choices[0].message.content
+    random_ckpt = (models["random"] / "checkpoint.txt").read_text()
+    ours = subprocess.run([str(YUNQUE), "generate", "--checkpoint", random_ckpt, "--prompt", "La casa del sistema",
+                           "--max-new-tokens", "16"], capture_output=True, text=True, timeout=300, check=True).stdout
+    theirs = c.completions.create(model="random", prompt="La casa del sistema", max_tokens=16, temperature=0)
+    assert ours.rstrip("\n") == theirs.choices[0].text
+
+
+@pytest.mark.parametrize("body, status, code", [
+    (b"{not json", 400, "invalid_json"),
+    (b"[1, 2]", 400, "invalid_json"),
+    ({"model": "nobody", "messages": Q}, 404, "model_not_found"),
+    ({"model": "answers", "messages": Q, "max_tokens": 10 ** 9}, 400, "max_tokens_too_large"),
+    ({"model": "answers", "messages": Q, "max_tokens": -3}, 400, "invalid_max_tokens"),
+    ({"model": "answers", "messages": []}, 400, "invalid_messages"),
+    ({"model": "answers", "messages": [{"role": "user", "content": "palabra " * 400}]}, 400,
+     "context_length_exceeded"),
+    ({"model": "answers", "stream": True, "messages": [{"role": "user", "content": "palabra " * 400}]}, 400,
+     "context_length_exceeded"),
+    (b"x" * 1_100_000, 413, "body_too_large"),
+])
+def test_bad_input_gets_an_http_error_and_the_server_stays_up(server, body, status, code):
+    got, payload = server.post("/v1/chat/completions", body)
+    assert got == status and payload["error"]["code"] == code, payload
+    assert payload["error"]["message"]
+    ok, _ = server.post("/v1/chat/completions", {"model": "answers", "messages": Q, "max_tokens": 4})
+    assert ok == 200
+
+
+def test_ratings_are_checked_and_duplicates_refused(server):
+    status, listed = server.get("/yunque/models")
+    ids = {m["id"]: m for m in listed["models"]}
+    a, b = ids["answers"], ids["random"]
+    rec = {"id": "rating-1", "kind": "compare", "messages": Q, "choice": "a", "edited": "Son 5.",
+           "answers": [{"model": "answers", "version": a["version"], "weights_sha256": a["weights_sha256"],
+                        "text": "<answer>42</answer>"},
+                       {"model": "random", "version": b["version"], "weights_sha256": b["weights_sha256"],
+                        "text": "mamama"}]}
+    status, saved = server.post("/yunque/feedback", rec)
+    assert status == 201 and saved["saved"] and saved["ratings"] >= 1
+    assert server.post("/yunque/feedback", rec)[0] == 409  # a resubmission is not counted twice
+    assert server.post("/yunque/feedback", rec | {"id": "rating-2", "choice": "up"})[0] == 400
+    forged = {**rec, "id": "rating-3", "answers": [rec["answers"][0] | {"weights_sha256": "0" * 64}, rec["answers"][1]]}
+    status, said = server.post("/yunque/feedback", forged)
+    assert status == 400 and "never served" in said["error"]
+    assert server.post("/yunque/feedback", b"{")[0] == 400
+
+
+def test_a_kill_right_after_saved_loses_nothing_and_off_loopback_needs_the_key(models, tmp_path):
+    refused = subprocess.run([str(YUNQUE), "serve", "--model", str(models["answers"]), "--host", "0.0.0.0"],
+                             capture_output=True, text=True, timeout=300, check=False,
+                             env={"YUNQUE_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
+    assert refused.returncode == 2 and "YUNQUE_API_KEY" in refused.stderr
+    home = tmp_path / "home"
+    s = Server(home, "--model", str(models["answers"]), env={"YUNQUE_API_KEY": "s3cret"})
+    try:
+        assert request(f"{s.url}/v1/models")[0] == 401
+        assert request(f"{s.url}/yunque/feedback", {"id": "x"})[0] == 401
+        m = s.get("/yunque/models")[1]["models"][0]
+        for i in range(5):
+            rec = {"id": f"r{i}", "kind": "rate", "messages": Q, "choice": "up",
+                   "answers": [{"model": m["id"], "version": m["version"], "weights_sha256": m["weights_sha256"],
+                                "text": f"respuesta {i}"}]}
+            assert s.post("/yunque/feedback", rec)[0] == 201
+        s.kill()  # right after the fifth "saved"
+    finally:
+        s.stop()
+    lines = (home / "feedback" / "ratings.jsonl").read_text().splitlines()
+    assert [json.loads(x)["id"] for x in lines] == [f"r{i}" for i in range(5)]
+    again = Server(home, "--model", str(models["answers"]), env={"YUNQUE_API_KEY": "s3cret"})
+    try:
+        assert again.get("/yunque/feedback")[1]["ratings"] == 5
+        assert again.post("/yunque/feedback", {**json.loads(lines[0]), "time": None})[0] == 409
+    finally:
+        again.stop()
+
+
+def test_the_champion_alias_is_followed_without_a_restart(models, tmp_path):
+    from resources.tracking import MlflowTracking
+
+    home = tmp_path / "home"
+    mlflow = MlflowTracking(home=str(home))
+
+    def promote(export) -> str:
+        run = mlflow.start_run("promotion", {}, {})
+        mlflow.log_dir(run, export, "model")
+        version = mlflow.register_version("yunque", "champion", run, "model", {})
+        mlflow.finish(run, "FINISHED")
+        return version
+
+    assert promote(models["answers"]) == "1"
+    s = Server(home, "--watch-seconds", "1")  # --model champion is the default
+    try:
+        first = s.get("/yunque/models")[1]["models"][0]
+        assert (first["id"], first["version"]) == ("champion", "1")
+        ask = {"model": "champion", "messages": Q, "max_tokens": 8, "temperature": 0}
+        assert s.post("/v1/chat/completions", ask)[1]["choices"][0]["message"]["content"] == "<answer>42</answer>"
+        assert promote(models["random"]) == "2"
+        deadline = time.monotonic() + 60
+        while s.get("/yunque/models")[1]["models"][0]["version"] != "2":
+            assert time.monotonic() < deadline, (home / f"serve-{s.port}.log").read_text()
+            time.sleep(0.5)
+        now = s.get("/yunque/models")[1]["models"][0]
+        assert now["weights_sha256"] != first["weights_sha256"]
+        reply = s.post("/v1/chat/completions", ask)[1]["choices"][0]["message"]["content"]
+        assert reply != "<answer>42</answer>"  # the new weights answer
+        assert s.post("/yunque/reload", {})[1]["champion"].startswith("unchanged (version 2)")
+    finally:
+        s.stop()
