@@ -102,7 +102,8 @@ def _stream(port: int, prompt: str, new: int, banned: list[int], key: str | None
     return first or 0.0, time.perf_counter() - t0, chunks
 
 
-def serve_case(server: Server, n: int, new: int, banned: list[int]):
+def serve_case(server: Server, n: int, new: int, banned: list[int], ttfts: list[float]):
+    """One round: n streams at once; every stream's time to first token goes to `ttfts`."""
     def run() -> Clocked:
         out: list[tuple[float, float, int]] = [None] * n  # type: ignore[list-item]
 
@@ -116,11 +117,12 @@ def serve_case(server: Server, n: int, new: int, banned: list[int]):
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
-        return Clocked(wall, {"ttft": [o[0] for o in out], "chunks": sum(o[2] for o in out)})
+        ttfts.extend(o[0] for o in out)
+        return Clocked(wall, {"chunks": sum(o[2] for o in out)})
     return run
 
 
-def ours_case(loaded, n: int, new: int):
+def ours_case(loaded, n: int, new: int, ttfts: list[float]):
     from model.core.generate import Sampling, generate
 
     rows = [loaded.tokenizer.encode(PROMPTS[i % len(PROMPTS)]) for i in range(n)]
@@ -137,7 +139,8 @@ def ours_case(loaded, n: int, new: int):
         with torch.inference_mode():
             out = generate(loaded.model, rows, sampling, pad_id=loaded.tokenizer.eot_id, on_token=seen)
         wall = time.perf_counter() - t0
-        return Clocked(wall, {"ttft": [first[0]] * n, "chunks": sum(len(o) for o in out)})
+        ttfts.extend([first[0]] * n)  # the batch's first token is every row's
+        return Clocked(wall, {"chunks": sum(len(o) for o in out)})
     return run
 
 
@@ -179,15 +182,17 @@ def main() -> None:
                    "--interrupt_requests", "False", plain=True)
     try:
         for n in [int(s) for s in args.streams.split(",")]:
-            r = interleaved({"serve": serve_case(server, n, new, banned), "llama_cpp": serve_case(plain, n, new, banned),
-                             "ours": ours_case(loaded, n, new)}, args.rounds)
+            ttfts: dict[str, list[float]] = {"serve": [], "llama_cpp": [], "ours": []}
+            r = interleaved({"serve": serve_case(server, n, new, banned, ttfts["serve"]),
+                             "llama_cpp": serve_case(plain, n, new, banned, ttfts["llama_cpp"]),
+                             "ours": ours_case(loaded, n, new, ttfts["ours"])}, args.rounds)
             print(f"\n{n} stream(s) ({args.rounds} interleaved rounds):")
             for case in ("serve", "llama_cpp", "ours"):
-                ttft = [t for v in [r.last[case]["ttft"]] for t in v]
                 tokens = r.last[case]["chunks"]
                 rate = Spread.of([tokens / s for s in r.seconds(case)])
+                ttft = ttfts[case][-args.rounds * n:]  # the timed rounds, not the warm-up
                 print(f"  {case:<9} new tokens/s (all streams) {rate.fmt(',.1f', 'tok/s')}; time to first token "
-                      f"(last round, median of streams) {statistics.median(ttft) * 1000:,.0f} ms, "
+                      f"(every stream of every round) median {statistics.median(ttft) * 1000:,.0f} ms, "
                       f"worst {max(ttft) * 1000:,.0f} ms")
             speed = r.ratio("serve", "ours")  # per round: our seconds / the server's seconds
             print(f"  serve vs ours, {n} stream(s): {speed.fmt()} (> 1: the server is faster; "
