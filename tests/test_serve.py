@@ -51,6 +51,27 @@ def test_the_openai_client_chats_streams_and_completes(server):
     assert done.choices[0].text and done.model == "random"
 
 
+def test_concurrent_streams_each_get_their_whole_answer(server):
+    """Requests that arrive together wait their turn (stages.serving.limits queues them):
+    none is interrupted or cut short by another."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(i: int) -> tuple[str, str | None]:
+        parts, reason = [], None
+        for ch in client(server).chat.completions.create(
+                model="answers" if i % 2 == 0 else "random", messages=Q, max_tokens=16, temperature=0, stream=True):
+            if ch.choices:
+                parts.append(ch.choices[0].delta.content or "")
+                reason = ch.choices[0].finish_reason or reason
+        return "".join(parts), reason
+
+    with ThreadPoolExecutor(6) as pool:
+        replies = list(pool.map(ask, range(6)))
+    assert [r for i, r in enumerate(replies) if i % 2 == 0] == [("<answer>42</answer>", "stop")] * 3
+    odd = [r for i, r in enumerate(replies) if i % 2]
+    assert len(set(odd)) == 1 and odd[0][1] in ("stop", "length")  # the other model, the same each time
+
+
 def _chat_cli(checkpoint: str, question: str, tokens: int) -> str:
     out = subprocess.run([str(YUNQUE), "chat", "--checkpoint", checkpoint, "--temperature", "0",
                           "--max-new-tokens", str(tokens)], input=f"{question}\n/exit\n", capture_output=True,

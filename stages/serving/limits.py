@@ -4,11 +4,13 @@ limit (400), a prompt longer than the model's context (400, streaming or not: ll
 itself finds that only once a stream has started, and cuts the connection).
 
 An ASGI middleware rather than a FastAPI dependency: it reads the body once, checks it,
-and hands the same bytes on to llama-cpp-python's routes, which parse it themselves.
+and hands the same bytes on to llama-cpp-python's routes, which parse it themselves. It
+also queues the generation requests, one at a time in order of arrival.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +39,10 @@ class RequestLimits:
                  before: Callable[[], None] = lambda: None):
         self.app, self.limits = app, limits
         self.count_prompt, self.default_model, self.served, self.before = count_prompt, default_model, served, before
+        # llama-cpp-python generates for one request at a time anyway, but its own locks make
+        # waiting requests contend: 8 concurrent streams ran at a sixth of one stream's rate
+        # (docs/benchmarks.md#serving). Queued here (asyncio's lock is FIFO), they keep it.
+        self.gate = asyncio.Lock()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in CHECKED:
@@ -49,7 +55,8 @@ class RequestLimits:
         if refused:
             await _reply(send, *refused)
             return
-        await self.app(scope, _replay(body, receive), send)
+        async with self.gate:  # one generation at a time, first come first served
+            await self.app(scope, _replay(body, receive), send)
 
     def check(self, path: str, body: bytes) -> tuple[int, dict] | None:
         try:
