@@ -3,7 +3,8 @@
 webserver's GraphQL API (what the UI's "Materialize" does) completes with the CLI's
 outputs; opening the UI on a CLI-built home starts nothing; a new shard flows, with the
 training schedule switched on, to a continued base model, the chain, the evaluation and
-a promotion decision; cancelling a training run leaves none of its processes."""
+a promotion decision; so do ten ratings with the feedback sensor switched on; cancelling
+a training run leaves none of its processes."""
 
 from __future__ import annotations
 
@@ -265,3 +266,42 @@ def _workers(marker: str) -> list[int]:
         if not any(a in line for a in agents):
             found.append(pid)
     return found
+
+
+START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) {
+  __typename ... on Sensor { sensorState { status } } ... on PythonError { message } } }"""
+
+
+def test_ratings_reach_the_promotion_check_through_the_feedback_sensor(cli_home):
+    """The chat page's ratings (appended as `yunque serve` appends them) and the UI's switch
+    for feedback_sensor: the daemon's tick runs align_on_feedback, which reads the ratings
+    into human_preferences, retrains the alignment chain on them and decides on promotion."""
+    from pipelines.feedback.records import FeedbackLog
+
+    log = FeedbackLog(cli_home / "feedback")
+    for i in range(10):  # feedback.min_new_ratings
+        log.append({"id": f"r{i}", "kind": "compare", "choice": "a", "edited": "Son 5." if i % 3 == 0 else None,
+                    "messages": [{"role": "user", "content": f"¿Cuánto es {i} más 5?"}],
+                    "answers": [{"model": "champion", "version": "1", "weights_sha256": "a" * 64, "text": f"{i + 5}"},
+                                {"model": "v0", "version": "0", "weights_sha256": "b" * 64, "text": "no sé"}]})
+    instance = _instance(cli_home)
+    with ui(cli_home) as url:
+        out = graphql(url, START_SENSOR, {"s": {**LOCATION, "sensorName": "feedback_sensor"}})
+        assert out["startSensor"]["__typename"] == "Sensor", out
+
+        def aligned():
+            runs = instance.get_runs(filters=dg.RunsFilter(job_name="align_on_feedback"))
+            return runs and runs[0].is_finished and runs[0]
+        run = wait_for("an align_on_feedback run started by the sensor to finish", aligned, 900, poll=5)
+    assert run.status == dg.DagsterRunStatus.SUCCESS, run.run_id
+    assert run.tags.get("dagster/sensor_name") == "feedback_sensor" and run.tags["yunque/new_ratings"] == "10"
+    md = instance.fetch_materializations(dg.AssetKey("human_preferences"), limit=1).records[0]
+    assert md.run_id == run.run_id and md.asset_materialization.metadata["ratings"].value == 10
+    version = md.asset_materialization.metadata["feedback_version"].value
+    for asset in ("sft_model", "reward_model", "dpo_model"):
+        assert _record(cli_home, asset)["inputs"]["human_preferences"]["version"] == version, asset
+    from dagster._core.events import DagsterEventType
+
+    checks = [r.event_log_entry.dagster_event.asset_check_evaluation_data.check_name for r in
+              instance.get_records_for_run(run.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records]
+    assert "no_regression" in checks  # the promotion gate decided
