@@ -142,6 +142,12 @@ TERMINATE = """mutation($id: String!) { terminateRun(runId: $id) {
 LOCATION = {"repositoryLocationName": "assets.definitions", "repositoryName": "__repository__"}
 
 
+def _finished(instance: dg.DagsterInstance, job: str) -> dg.DagsterRun | None:
+    """The newest run of `job`, once it has finished."""
+    runs = instance.get_runs(filters=dg.RunsFilter(job_name=job))
+    return runs[0] if runs and runs[0].is_finished else None
+
+
 def _record(home: Path, asset: str) -> dict:
     return json.loads((home / "data" / asset / "materialized.json").read_text())
 
@@ -157,10 +163,8 @@ def test_new_shard_reaches_a_promoted_model(cli_home, corpus):
         out = graphql(url, START_SCHEDULE, {"s": {**LOCATION, "scheduleName": "train_on_new_data"}})
         assert out["startSchedule"]["__typename"] == "ScheduleStateResult", out
 
-        def trained():
-            runs = instance.get_runs(filters=dg.RunsFilter(job_name="train_and_promote"))
-            return runs and runs[0].is_finished and runs[0]
-        run = wait_for("a train_and_promote run started by the schedule to finish", trained, 900, poll=5)
+        run = wait_for("a train_and_promote run started by the schedule to finish",
+                       lambda: _finished(instance, "train_and_promote"), 900, poll=5)
     assert run.status == dg.DagsterRunStatus.SUCCESS, run.run_id
     assert run.tags.get("dagster/schedule_name") == "train_on_new_data"
     # the new shard was encoded with the tokenizer as it was: never retrained by automation
@@ -289,10 +293,8 @@ def test_ratings_reach_the_promotion_check_through_the_feedback_sensor(cli_home)
         out = graphql(url, START_SENSOR, {"s": {**LOCATION, "sensorName": "feedback_sensor"}})
         assert out["startSensor"]["__typename"] == "Sensor", out
 
-        def aligned():
-            runs = instance.get_runs(filters=dg.RunsFilter(job_name="align_on_feedback"))
-            return runs and runs[0].is_finished and runs[0]
-        run = wait_for("an align_on_feedback run started by the sensor to finish", aligned, 900, poll=5)
+        run = wait_for("an align_on_feedback run started by the sensor to finish",
+                       lambda: _finished(instance, "align_on_feedback"), 900, poll=5)
     assert run.status == dg.DagsterRunStatus.SUCCESS, run.run_id
     assert run.tags.get("dagster/sensor_name") == "feedback_sensor" and run.tags["yunque/new_ratings"] == "10"
     md = instance.fetch_materializations(dg.AssetKey("human_preferences"), limit=1).records[0]
