@@ -133,14 +133,15 @@ def read(directory: str | Path) -> Read:
             if not line.strip():
                 continue
             try:
-                rec = validate(json.loads(line))
+                raw = json.loads(line)
+                rec = validate(raw)
             except (ValueError, FeedbackError) as e:
                 out.skipped.append((lineno, f"{path}:{lineno}: {e}"))
                 continue
             if rec["id"] in seen:
                 out.skipped.append((lineno, f"{path}:{lineno}: duplicate id {rec['id']}"))
                 continue
-            rec["time"] = json.loads(line).get("time", rec["time"])  # as recorded, not as read
+            rec["time"] = raw.get("time", rec["time"])  # as recorded, not as read
             seen.add(rec["id"])
             out.records.append(rec)
     return out

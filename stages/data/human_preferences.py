@@ -12,6 +12,7 @@ ratings changed; their lineage names it.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -33,34 +34,38 @@ def feedback_dir(store: DataStore) -> Path:
     return store.home / records.FEEDBACK_DIR
 
 
-def current_version(store: DataStore) -> str:
-    """The version the ratings in the feedback folder make now."""
-    found = records.read(feedback_dir(store)).records
+def _version(found: list[dict[str, Any]]) -> str:
     return preferences.version(found) if found else EMPTY
+
+
+def _holds(store: DataStore, version: str) -> dict[str, Any] | None:
+    """The materialized summary, if it is of these ratings (and whole)."""
+    summary = read_summary(store)
+    out = store.dir(HUMAN_PREFERENCES)
+    current = (summary is not None and summary.get("code_version") == CODE_VERSION and summary["version"] == version
+               and (out / PAIRS_FILE).exists() and (out / SFT_FILE).exists())
+    return summary if current else None
 
 
 def is_current(store: DataStore) -> bool:
     """Whether the materialized asset holds the ratings there are now (`yunque run`'s plan:
     stages.data.plan)."""
-    summary = read_summary(store)
-    out = store.dir(HUMAN_PREFERENCES)
-    return (summary is not None and summary.get("code_version") == CODE_VERSION
-            and summary["version"] == current_version(store)
-            and (out / PAIRS_FILE).exists() and (out / SFT_FILE).exists())
+    return _holds(store, _version(records.read(feedback_dir(store)).records)) is not None
 
 
 def build(store: DataStore) -> dict[str, Any]:
     """Read every rating, write the pairs and conversations, return the summary (`cached`:
     the asset already held these ratings, nothing written)."""
-    if is_current(store):
-        return {**read_summary(store), "cached": True}
     found = records.read(feedback_dir(store))
+    version = _version(found.records)
+    if held := _holds(store, version):
+        return {**held, "cached": True}
     data = preferences.convert(found.records)
     out = store.dir(HUMAN_PREFERENCES)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(data.pairs, out / PAIRS_FILE)
     write_jsonl(data.sft, out / SFT_FILE)
-    summary = {"version": preferences.version(found.records) if found.records else EMPTY, "code_version": CODE_VERSION,
+    summary = {"version": version, "code_version": CODE_VERSION,
                "ratings": len(found.records), "skipped_lines": [reason for _, reason in found.skipped],
                "newest": max((r["time"] for r in found.records), default=None),
                "feedback_dir": str(feedback_dir(store)), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -71,8 +76,6 @@ def build(store: DataStore) -> dict[str, Any]:
 
 
 def read_summary(store: DataStore) -> dict[str, Any] | None:
-    import json
-
     store.sync(HUMAN_PREFERENCES)
     path = store.dir(HUMAN_PREFERENCES) / SUMMARY_FILE
     return json.loads(path.read_text()) if path.exists() else None

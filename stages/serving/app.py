@@ -43,6 +43,7 @@ class Served:
     def __init__(self, models: list[ServedModel]):
         self.models: dict[str, ServedModel] = {}
         self.vocab: dict[str, Any] = {}
+        self.templates: dict[str, Any] = {}
         self.ever: set[tuple[str, str, str]] = set()
         for m in models:
             self.add(m)
@@ -52,8 +53,14 @@ class Served:
 
     def add(self, m: ServedModel) -> None:
         import llama_cpp
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        self.vocab[m.alias] = llama_cpp.Llama(model_path=str(m.gguf), vocab_only=True, verbose=False)
+        vocab = llama_cpp.Llama(model_path=str(m.gguf), vocab_only=True, verbose=False)
+        # the template compiled once per model, not per request
+        eos = vocab.detokenize([vocab.token_eos()], special=True).decode()
+        self.templates[m.alias] = Jinja2ChatFormatter(template=vocab.metadata["tokenizer.chat_template"],
+                                                      eos_token=eos, bos_token="")
+        self.vocab[m.alias] = vocab
         self.models[m.alias] = m
         self.ever.add((m.alias, m.version, m.weights_sha256))
 
@@ -61,17 +68,12 @@ class Served:
         return m.n_ctx or 2048
 
     def count_prompt(self, alias: str, req: dict) -> tuple[int, int] | None:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
         m = self.models.get(alias)
         if m is None:
             return None
         vocab = self.vocab[alias]
         if "messages" in req:
-            template = vocab.metadata["tokenizer.chat_template"]
-            special = vocab.detokenize([vocab.token_eos()], special=True).decode()
-            text = Jinja2ChatFormatter(template=template, eos_token=special, bos_token="")(
-                messages=req["messages"]).prompt
+            text = self.templates[alias](messages=req["messages"]).prompt
             ids = vocab.tokenize(text.encode(), add_bos=False, special=True)
         else:
             prompt = req.get("prompt", "")
@@ -180,9 +182,9 @@ def build(models: list[ServedModel], *, feedback_dir: Path, limits: Limits | Non
         answers = raw.get("answers") if isinstance(raw, dict) else None
         for i, a in enumerate(answers if isinstance(answers, list) else []):
             if isinstance(a, dict) and not served.identity_known(a):
+                weights = str(a.get("weights_sha256"))[:12]
                 return JSONResponse({"error": f"answers[{i}]: model {a.get('model')!r} version {a.get('version')!r} "
-                                              "weights {} was never served here".format(
-                                                  str(a.get("weights_sha256"))[:12])}, status_code=400)
+                                              f"weights {weights} was never served here"}, status_code=400)
         try:
             rec = log.append(raw)  # fsynced before the reply: a "saved" survives a kill -9
         except DuplicateFeedback as e:
