@@ -115,6 +115,18 @@ def test_bad_input_gets_an_http_error_and_the_server_stays_up(server, body, stat
     assert ok == 200
 
 
+def test_a_body_not_sent_as_json_is_refused_with_415(server):
+    import urllib.request
+
+    body = json.dumps({"model": "answers", "messages": Q}).encode()
+    req = urllib.request.Request(f"{server.url}/v1/chat/completions", data=body, method="POST",
+                                 headers={"Content-Type": "application/x-www-form-urlencoded"})  # curl -d
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with pytest.raises(urllib.error.HTTPError) as e:
+        opener.open(req, timeout=60)
+    assert e.value.code == 415 and "application/json" in json.loads(e.value.read())["error"]["message"]
+
+
 def test_ratings_are_checked_and_duplicates_refused(server):
     status, listed = server.get("/yunque/models")
     ids = {m["id"]: m for m in listed["models"]}

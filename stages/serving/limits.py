@@ -3,6 +3,8 @@ body too large or not JSON (400), a model it does not serve (404), max_tokens ab
 limit (400), a prompt longer than the model's context (400, streaming or not: llama.cpp
 itself finds that only once a stream has started, and cuts the connection).
 
+A body not sent as JSON gets 415.
+
 An ASGI middleware rather than a FastAPI dependency: it reads the body once, checks it,
 and hands the same bytes on to llama-cpp-python's routes, which parse it themselves. It
 also queues the generation requests, one at a time in order of arrival.
@@ -51,7 +53,7 @@ class RequestLimits:
         self.before()
         body, too_large = await _read(receive, self.limits.max_body_bytes)
         refused = (error(413, f"request body over {self.limits.max_body_bytes:,} bytes", "body_too_large")
-                   if too_large else self.check(scope["path"], body))
+                   if too_large else _not_json(scope) or self.check(scope["path"], body))
         if refused:
             await _reply(send, *refused)
             return
@@ -94,6 +96,16 @@ class RequestLimits:
             return error(400, f"this model's context is {context:,} tokens; the prompt has {prompt:,}: "
                               "shorten it (or drop the oldest turns)", "context_length_exceeded", "messages")
         return None
+
+
+def _not_json(scope) -> tuple[int, dict] | None:
+    """llama-cpp-python's routes answer a body sent as a form (curl -d without -H) with a
+    500: refuse it here, saying what to send."""
+    kind = dict(scope.get("headers") or []).get(b"content-type", b"").split(b";")[0].strip().lower()
+    if kind != b"application/json":
+        return error(415, f"Content-Type {kind.decode(errors='replace') or '(none)'}: send the body as "
+                          "'Content-Type: application/json'", "unsupported_media_type")
+    return None
 
 
 async def _read(receive: Callable[[], Awaitable[dict]], limit: int) -> tuple[bytes, bool]:

@@ -83,6 +83,9 @@ def _figures(asset: str, md: dict) -> str:
     if asset == "eval_contamination":
         return (f"{'passed' if md['passed'] else 'FAILED'}: {md['contaminated_documents']} contaminated training "
                 f"documents of {md['training_documents_scanned']:,}, sets {', '.join(md['sets_checked'])}")
+    if asset == "human_preferences":
+        return (f"{md['ratings']} ratings (feedback version {md['feedback_version']}): {md['preference_pairs']} "
+                f"pairs, {md['sft_conversations']} conversations")
     return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
 
 
