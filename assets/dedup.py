@@ -48,7 +48,12 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
     if not chosen.ready:
         raise dg.Failure(f"no shard has minhash_signatures yet (waiting: {pending}, gone from the corpus: "
                          f"{chosen.gone})")
-    stats = dedup_index_stage(store, chosen.ready, settings.data_config())
+    cfg = settings.data_config()
+    from stages.data.audit import empty_corpus_cause
+
+    if cause := empty_corpus_cause(store, chosen.ready, cfg.langid.language):
+        raise dg.Failure(cause)  # a data half that keeps nothing never ends as a success
+    stats = dedup_index_stage(store, chosen.ready, cfg)
     return stage_result(stats, None, None, path=dg.MetadataValue.path(str(store.dir("dedup_index"))),
                         pending_shards=dg.MetadataValue.json(pending))
 

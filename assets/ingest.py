@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from assets import shard_checks
 from assets.batch import POLICY, Event, ShardEvents, each_shard
 from assets.partitions import shards
 from resources import CorpusStorage, YunqueSettings
@@ -36,7 +37,7 @@ def _spec(asset: str, parent: str | None) -> dg.AssetSpec:
 
 
 @dg.multi_asset(specs=[_spec(a, p) for a, p in zip(CHAIN, (None, *CHAIN[:-1]))], can_subset=True,
-                backfill_policy=POLICY, name="shard_documents")
+                backfill_policy=POLICY, name="shard_documents", check_specs=[shard_checks.IN_CORPUS_LANGUAGE])
 def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
                     settings: YunqueSettings) -> Iterator[object]:
     """Read, clean, filter and sign each shard of the run (the selected stages of the four)."""
@@ -50,6 +51,7 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
     source = corpus.open() if RAW in selected else None
     events = ShardEvents(context)
     reported: dict[tuple[str, str], str] = {}  # (asset, shard) -> the data version this step reported
+    check_language = shard_checks.IN_CORPUS_LANGUAGE.key in context.selected_asset_check_keys
 
     def report(asset: str, shard: str, stats, **extra) -> dg.AssetMaterialization:
         parent = CHAIN[CHAIN.index(asset) - 1] if asset != RAW else None
@@ -76,6 +78,9 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
             stats = filter_stage(store, shard, cfg)
             found = shard_report(store, shard)
             yield report(FILTERED, shard, stats, **(filter_report_metadata(found) if found is not None else {}))
+            if check_language:
+                yield from events.checks(FILTERED, shard, [
+                    ("in_corpus_language", shard_checks.in_corpus_language(store, shard, cfg), False)])
         if SIGNATURES in selected:
             yield report(SIGNATURES, shard, minhash_stage(store, shard, cfg))
 

@@ -1,7 +1,8 @@
-"""The checks deduped_documents carries for each shard: nothing lost (blocking) and
-language purity. They are the asset's own check specs, evaluated per shard inside its
-batch step (`assets.batch`), since a separate check step over a range of shards could not
-report a result per shard.
+"""The checks the data chain carries for each shard: filtered_documents' language (a WARN
+when most of a shard is in another language), and deduped_documents' nothing lost
+(blocking) and language purity. They are the assets' own check specs, evaluated per shard
+inside their batch steps (`assets.batch`), since a separate check step over a range of
+shards could not report a result per shard.
 
 Each says in its `description` what passing means; its result says in words what was
 found (a failure starts with FAILED) and its metadata names what failed."""
@@ -36,6 +37,29 @@ LANGUAGE_IS_PURE = dg.AssetCheckSpec(
                 "it. A shard with no kept documents passes.",
 )
 SPECS = [EVERY_DOCUMENT_ONCE, LANGUAGE_IS_PURE]
+
+IN_CORPUS_LANGUAGE = dg.AssetCheckSpec(
+    "in_corpus_language", asset="filtered_documents", partitions_def=shards,
+    description="Passes unless language ID dropped most of the shard (half or more) as another language than the "
+                "run's (`language`). A WARN, not a failure: a shard of another language in a mixed corpus is "
+                "dropped as it should be, but a whole corpus in another language means the run is set for the "
+                "wrong one. The result names the language fastText found.",
+)
+
+
+def in_corpus_language(store, shard: str, cfg) -> dg.AssetCheckResult:
+    from stages.data.audit import language_finding
+
+    found = language_finding(store, shard, cfg.langid.language)
+    if found is None:
+        return dg.AssetCheckResult(passed=True, description=f"shard {shard} has not been filtered")
+    md = {"documents": found.documents, "other_language": found.other_language, "share": round(found.share, 4),
+          "language_found": found.found, "language": found.target}
+    if not found.mostly_other:
+        return dg.AssetCheckResult(passed=True, description=found.line(), metadata=md)
+    return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=md,
+                               description=f"WARN {found.line()}: is the corpus in {found.found}? "
+                                           f"(`yunque run --language {found.found}` on a new home)")
 
 
 def every_document_once(store, shard: str) -> dg.AssetCheckResult:

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.common import Clocked, default_glob, interleaved, load_texts
+from pipelines import languages
 from pipelines.config import FilterConfig, filter_profile
 from pipelines.data.filters import C4, FineWeb, GopherQuality, GopherRepetition, QualityFilters
-from pipelines.data.filters.stopwords import stop_words
 from pipelines.data.filters.text import TextView, sentence_spans, tokenize
 
 # datatrove's reason strings -> ours, to compare why documents were dropped.
@@ -55,6 +55,11 @@ _DT_REASONS = {
 _DT_REP = {"empty": "empty", "dup_para_frac": "dup_para_frac", "dup_line_frac": "dup_line_frac",
            "dup_para_char_frac": "dup_para_char_frac", "dup_line_char_frac": "dup_line_char_frac"}  # fmt: skip
 FILTERS = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
+
+
+def gopher_stop_words(language: str) -> frozenset[str]:
+    """The words our Gopher rule counts for `language` (FineWeb-2's published list)."""
+    return languages.get(languages.normalise(language)).gopher_stop_words
 
 
 def _dt_reason(filter_name: str, reason: str | None) -> str | None:
@@ -99,14 +104,14 @@ def build_datatrove(cfg: FilterConfig) -> dict[str, Any]:
     # Our config fields carry datatrove's keyword names (plus `enabled`), so the mapping
     # is derived: a knob added to the config reaches both sides.
     def kw(section) -> dict:
-        return {k: v for k, v in dataclasses.asdict(section).items() if k not in ("enabled", "heading_repeats", "heading_max_words")} | {"language": tok}
+        return {k: v for k, v in dataclasses.asdict(section).items() if k not in ("enabled", "heading_repeats", "heading_max_words", "curly_bracket_scope")} | {"language": tok}
 
     rep = kw(cfg.gopher_repetition)
     rep["top_n_grams"] = tuple((int(n), x) for n, x in rep["top_n_grams"])
     rep["dup_n_grams"] = tuple((int(n), x) for n, x in rep["dup_n_grams"])
     return {
         "gopher_repetition": GopherRepetitionFilter(**rep),
-        "gopher_quality": GopherQualityFilter(**kw(cfg.gopher_quality), stop_words=sorted(stop_words(cfg.language))),
+        "gopher_quality": GopherQualityFilter(**kw(cfg.gopher_quality), stop_words=sorted(gopher_stop_words(cfg.language))),
         "c4": C4QualityFilter(**kw(cfg.c4)),  # filter_no_terminal_punct=False, as in FineWeb
         "fineweb": FineWebQualityFilter(**kw(cfg.fineweb)),
     }
@@ -150,7 +155,7 @@ def run_ours_chain(qf: QualityFilters, texts: list[str]) -> tuple[list[Outcome],
 def single_filters(cfg: FilterConfig) -> dict[str, Callable[[str], tuple[bool, str | None]]]:
     """Each of our filters alone, on a fresh view (so each pays for its own splitting)."""
     rep = GopherRepetition(cfg.gopher_repetition)
-    qual = GopherQuality(cfg.gopher_quality, stop_words(cfg.language))
+    qual = GopherQuality(cfg.gopher_quality, gopher_stop_words(cfg.language))
     c4 = C4(cfg.c4)
     fw = FineWeb(cfg.fineweb)
     return {

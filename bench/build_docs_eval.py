@@ -1,23 +1,30 @@
-"""Build the held-out documentation test set: Spanish pages of the GIMP manual.
+"""Build the held-out documentation test set: pages of the GIMP manual in one language.
 
-    python -m bench.build_docs_eval [--deb gimp-help-es_*.deb] [--out tests/data/docs_eval]
-                                    [--target 130]
+    python -m bench.build_docs_eval [--language es|fr] [--deb gimp-help-<lang>_*.deb]
+                                    [--out tests/data/docs_eval] [--target 130]
 
-gimp-help-es is not a sample-corpus package (pipelines/data/sample.py), so the filters
-were never looked at against it. Pages are chosen by *structure only*, never by what our
+One package per language (LANGUAGES): gimp-help-es for Spanish (the default), gimp-help-fr
+for French. Neither is a sample-corpus package (pipelines/data/sample.py), so the filters
+were never looked at against them. Pages are chosen by *structure only*, never by what our
 cleaning, language ID or quality filters say (that would make the test circular):
 
 - the page's own prose, i.e. the text of its <p> elements outside the DocBook navigation
   header/footer, counted with the stdlib HTML parser (not our extractor), has at least
   MIN_PROSE_WORDS whitespace-separated words in at least MIN_PARAGRAPHS paragraphs, under
   at least one heading: a manual page, not a table of contents or an index;
-- the prose is Spanish, not an untranslated English page: English function words are under
-  MAX_ENGLISH_SHARE of the function words counted (GIMP's translation is incomplete);
-- then every k-th eligible page in sorted path order, for about `--target` pages.
+- the prose is in the language, not an untranslated English page: English function words
+  are under MAX_ENGLISH_SHARE of the function words counted, the language's (its
+  Language.function_words) and English's together (GIMP's translations are incomplete);
+- then every k-th eligible page in sorted path order, k the whole number nearest to
+  eligible / `--target`, for about `--target` pages (es: 275 eligible, k=2, 138 pages;
+  fr: 214 eligible, k=2, 107 pages).
 
-Writes `gimp-help-es.jsonl.gz` (one {"source", "html"} per page, html verbatim) and
-`COPYRIGHT` (the package's licence note, GFDL) beside it. Without `--deb` the package is
-fetched with `apt-get download gimp-help-es` (apt lists needed, no root).
+Writes `<package>.jsonl.gz` (one {"source", "html"} per page, html verbatim) and
+`<package>.COPYRIGHT` (the package's licence note, GFDL) beside it. Without `--deb` the
+package is fetched with `apt-get download <package>` (apt lists needed, no root).
+
+Not used: kicad-doc-fr, the only other French source the set may draw on, ships five
+single-page manuals (70-425 KB of HTML each), not a manual of pages to sample from.
 """
 
 from __future__ import annotations
@@ -31,16 +38,13 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from pipelines.data.sample import _download, _unpack
-
-PACKAGE = "gimp-help-es"
-HELP_DIR = "usr/share/gimp/2.0/help/es"
-# gimp-help-es's /usr/share/doc entry is a symlink to gimp-help-common's; this is the
+# gimp-help-<lang>'s /usr/share/doc entry is a symlink to gimp-help-common's; this is the
 # licence that file states (Debian's copyright file of source package gimp-help 2.10.34-2).
 COPYRIGHT = """\
-Pages in gimp-help-es.jsonl.gz: a deterministic subset of the Spanish GIMP manual, HTML
-verbatim, from the Debian package gimp-help-es {version} (source package gimp-help,
-https://download.gimp.org/pub/gimp/help/). Rebuild with `python -m bench.build_docs_eval`.
+Pages in {package}.jsonl.gz: a deterministic subset of the {name} GIMP manual, HTML
+verbatim, from the Debian package {package} {version} (source package gimp-help,
+https://download.gimp.org/pub/gimp/help/). Rebuild with
+`python -m bench.build_docs_eval --language {code}`.
 
 Copyright: 2002-2010 The GIMP Documentation Team (see the AUTHORS file of gimp-help-common)
 License: GFDL-NIV-1.2+
@@ -55,10 +59,30 @@ License: GFDL-NIV-1.2+
 MIN_PROSE_WORDS = 150
 MIN_PARAGRAPHS = 3
 MAX_ENGLISH_SHARE = 0.1
-ES_FUNCTION = frozenset(["de", "la", "el", "que", "y", "en", "los", "las", "se", "un", "una", "para", "con", "por", "del", "al", "es"])
 EN_FUNCTION = frozenset(["the", "and", "of", "to", "is", "in", "that", "for", "with", "this", "are", "you", "can", "be"])
 _VOID = frozenset(["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"])
 _NAV = ("navheader", "navfooter")
+
+
+@dataclass(frozen=True)
+class Language:
+    code: str  # ISO 639-1, as in the configuration's filters.language
+    name: str  # in English, for the licence note
+    package: str  # the Debian package of the GIMP manual in this language
+    function_words: frozenset[str]  # frequent words no English page has, for english_share
+
+    @property
+    def help_dir(self) -> str:
+        return f"usr/share/gimp/2.0/help/{self.code}"
+
+
+LANGUAGES: dict[str, Language] = {
+    "es": Language("es", "Spanish", "gimp-help-es", frozenset(
+        ["de", "la", "el", "que", "y", "en", "los", "las", "se", "un", "una", "para", "con", "por", "del", "al", "es"])),
+    "fr": Language("fr", "French", "gimp-help-fr", frozenset(
+        ["de", "la", "le", "les", "des", "et", "un", "une", "du", "que", "qui", "pour", "dans", "est", "sur", "par",
+         "au", "aux", "avec", "l", "d", "qu"])),
+}
 
 
 @dataclass
@@ -115,14 +139,17 @@ def prose(html: str) -> Prose:
     return parser.prose
 
 
-def english_share(words: list[str]) -> float:
+def english_share(words: list[str], own: frozenset[str]) -> float:
+    """English function words among the function words counted, English's and `own`'s.
+    An elided word counts as its first part: "l'image" as "l", "qu'il" as "qu"."""
     lower = [w.lower().strip(".,;:()«»“”\"'") for w in words]
-    es = sum(w in ES_FUNCTION for w in lower)
+    lower = [re.split("['’]", w, maxsplit=1)[0] for w in lower]
+    mine = sum(w in own for w in lower)
     en = sum(w in EN_FUNCTION for w in lower)
-    return en / max(es + en, 1)
+    return en / max(mine + en, 1)
 
 
-def eligible(html: str) -> tuple[bool, str]:
+def eligible(html: str, language: Language) -> tuple[bool, str]:
     p = prose(html)
     words = p.words
     if p.headings == 0:
@@ -131,12 +158,12 @@ def eligible(html: str) -> tuple[bool, str]:
         return False, "few paragraphs"
     if len(words) < MIN_PROSE_WORDS:
         return False, "short prose"
-    if english_share(words) > MAX_ENGLISH_SHARE:
+    if english_share(words, language.function_words) > MAX_ENGLISH_SHARE:
         return False, "English prose"
     return True, "ok"
 
 
-def select(help_dir: Path, target: int) -> tuple[list[tuple[str, str]], dict[str, int]]:
+def select(help_dir: Path, target: int, language: Language) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """(source, html) of every k-th eligible page in sorted path order, and why others
     were not eligible (counts)."""
     pages = sorted(p for p in help_dir.rglob("*.html") if p.is_file() and not p.is_symlink())
@@ -144,33 +171,39 @@ def select(help_dir: Path, target: int) -> tuple[list[tuple[str, str]], dict[str
     why: dict[str, int] = {}
     for path in pages:
         html = path.read_text(encoding="utf-8")
-        keep, reason = eligible(html)
+        keep, reason = eligible(html, language)
         why[reason] = why.get(reason, 0) + 1
         if keep:
             ok.append((str(path.relative_to(help_dir)), html))
-    step = max(1, len(ok) // target)  # at least `target` pages
+    step = max(1, round(len(ok) / target))  # the stride nearest to `target` pages
     return ok[::step], why
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--deb", type=Path, help="a gimp-help-es .deb (default: apt-get download)")
+    ap.add_argument("--language", choices=sorted(LANGUAGES), default="es")
+    ap.add_argument("--deb", type=Path, help="a gimp-help-<language> .deb (default: apt-get download)")
     ap.add_argument("--out", type=Path, default=Path("tests/data/docs_eval"))
     ap.add_argument("--target", type=int, default=130)
     args = ap.parse_args()
+    # Imported here: tests/docs_eval_junk.py reads pages with `prose` and needs only the stdlib.
+    from pipelines.data.sample import _download, _unpack
+
+    lang = LANGUAGES[args.language]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        deb = args.deb.resolve() if args.deb else _download(PACKAGE, work)
+        deb = args.deb.resolve() if args.deb else _download(lang.package, work)
         version = _unpack(deb, work / "root")
-        chosen, why = select(work / "root" / HELP_DIR, args.target)
+        chosen, why = select(work / "root" / lang.help_dir, args.target, lang)
     args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / f"{PACKAGE}.jsonl.gz"
+    target = args.out / f"{lang.package}.jsonl.gz"
     # mtime=0: the same pages give the same bytes, so a rebuild shows no spurious diff.
     with open(target, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=9) as gz:
         for source, html in chosen:
             gz.write((json.dumps({"source": source, "html": html}, ensure_ascii=False) + "\n").encode())
-    (args.out / "COPYRIGHT").write_text(COPYRIGHT.format(version=version), encoding="utf-8")
-    print(f"{PACKAGE} {version}: pages by eligibility {why}")
+    note = COPYRIGHT.format(package=lang.package, name=lang.name, version=version, code=lang.code)
+    (args.out / f"{lang.package}.COPYRIGHT").write_text(note, encoding="utf-8")
+    print(f"{lang.package} {version}: pages by eligibility {why}")
     print(f"wrote {len(chosen)} pages to {target} ({target.stat().st_size / 1e6:.2f} MB)")
 
 

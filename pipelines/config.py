@@ -21,6 +21,8 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 from pydantic_core import ArgsKwargs
 
+from pipelines import languages
+
 # Unknown fields are errors and assignments are validated (presets mutate sections).
 SECTION_CONFIG = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -54,6 +56,21 @@ def recipe_fields(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclass_fields(cls) if "role" not in f.metadata)
 
 
+def _language(value: Any) -> Any:
+    return languages.normalise(value) if isinstance(value, str) else value
+
+
+def _known(value: Any) -> bool:
+    try:
+        languages.normalise(value)
+    except languages.UnknownLanguage:
+        return False
+    return True
+
+
+# An ISO 639-1 code of a supported language; "fr_FR", "FR", "fra" are read as "fr", anything
+# unknown is refused naming the supported codes (pipelines.languages.resolve)
+LanguageCode = Annotated[str, BeforeValidator(_language)]
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0)]
@@ -129,6 +146,9 @@ class C4Config:
     filter_lorem_ipsum: bool = True
     filter_javascript: bool = True
     filter_curly_bracket: bool = True
+    # "document": C4's rule as published (one "{" drops the page); "line": only that line is
+    # dropped (the `docs` profile: a brace in a manual is a config block, not leaked code)
+    curly_bracket_scope: Literal["document", "line"] = "document"
     filter_policy: bool = True
 
 
@@ -150,12 +170,20 @@ class FineWebConfig:
 
 Profile = Literal["docs", "web"]
 
-# Filter profiles, as the fields that differ from the published rules (the sections'
-# defaults, which are the `web` profile). `docs` is for curated documentation and domain
+# Filter profiles, as the fields that differ from the published rules: the sections'
+# defaults (FineWeb's English rules) with the language's FineWeb-2 thresholds over them
+# (its pack, pipelines/languages/<code>/language.toml) are the `web` profile. FineWeb-2
+# tunes what depends on the language (word length, stop words, n-gram repetition, the
+# line rules' levels for web text); `docs` then changes what depends on the layout of
+# documentation, whatever its language. `docs` is for curated documentation and domain
 # text (manuals, legal, medical, support tickets), tuned on the sample corpus's Debian
 # documentation (see docs: the keep rates per shard):
 #   * headings, menu paths, list items and hard-wrapped lines (man pages) are lines without
-#     a full stop, so the line-punctuation share and the short-line share are relaxed;
+#     a full stop, so the line-punctuation share and the short-line share are relaxed, and
+#     the newline-per-word ratio is FineWeb's English 0.3 (FineWeb-2's 0.12-0.2 were measured
+#     on web text, where a paragraph is a line; a manual's lists put a line every few words);
+#   * a "{" drops the line, not the page (C4's rule was made for leaked web code: see
+#     pipelines/data/filters/c4.py);
 #   * a heading may repeat as title, breadcrumb and section heading (`heading_repeats`), and
 #     code examples or option tables repeat a few lines (char_duplicates_ratio 0.1; heavy
 #     repetition is still Gopher's dup_line rules);
@@ -167,21 +195,14 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     "web": {},
     "docs": {
         "gopher_quality": {"min_doc_words": 30, "max_non_alpha_words_ratio": 0.7},
-        "gopher_repetition": {"heading_repeats": 2},
-        "c4": {"min_num_sentences": 3},
+        "gopher_repetition": {"heading_repeats": 2,
+                              "dup_n_grams": [(5, 0.2), (6, 0.19), (7, 0.18), (8, 0.17), (9, 0.16), (10, 0.15)]},
+        "c4": {"min_num_sentences": 3, "curly_bracket_scope": "line"},
         "fineweb": {"line_punct_thr": 0.03, "short_line_thr": 0.8, "heading_repeats": 2,
-                    "char_duplicates_ratio": 0.1},
+                    "char_duplicates_ratio": 0.1, "new_line_ratio": 0.3},
         # syllable gibberish and mis-decoded pages, which no published rule catches
         "integrity": {"enabled": True},
     },
-}
-# What must follow the language, in every profile (stop words are chosen by `language`
-# itself, see pipelines.data.filters.stopwords): Gopher's mean word length of 3-10 was
-# measured on English; compounding languages write longer words.
-LANGUAGE_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
-    "de": {"gopher_quality": {"max_avg_word_length": 12}},
-    "fi": {"gopher_quality": {"max_avg_word_length": 13}},
-    "nl": {"gopher_quality": {"max_avg_word_length": 11}},
 }
 @section
 class IntegrityConfig:
@@ -189,6 +210,9 @@ class IntegrityConfig:
     enabled: bool = False
     min_stop_word_share: Fraction = 0.15
     max_foreign_word_share: Fraction = 0.02
+    # word salad: determiners followed by a function word (prose <= 0.07, shuffles >= 0.15)
+    max_determiner_function_share: Fraction = 0.12
+    min_determiners: PosInt = 10  # fewer: too few to judge, the rule passes
 
 
 _PROFILED = ("gopher_quality", "gopher_repetition", "c4", "fineweb", "integrity")
@@ -196,12 +220,12 @@ _PROFILED = ("gopher_quality", "gopher_repetition", "c4", "fineweb", "integrity"
 
 def profile_fields(profile: str, language: str) -> dict[str, dict[str, Any]]:
     """The fields a profile and a language set, per section (the rest keep the published
-    defaults)."""
+    defaults): the language's published thresholds (FineWeb-2's, from its pack in
+    pipelines/languages/), then the profile's changes over them."""
     if profile not in PROFILES:
         raise ValueError(f"unknown filter profile {profile!r}; choose one of {sorted(PROFILES)}")
-    lang = language.lower().replace("-", "_").split("_")[0]
     out: dict[str, dict[str, Any]] = {name: {} for name in _PROFILED}
-    for layer in (LANGUAGE_FIELDS.get(lang, {}), PROFILES[profile]):
+    for layer in (languages.get(languages.normalise(language)).filters, PROFILES[profile]):
         for name, fields in layer.items():
             out[name].update(fields)
     return out
@@ -216,7 +240,9 @@ class FilterConfig:
     whose overrides switch the profile (stages.config.preset)."""
 
     profile: Profile = "docs"
-    language: str = "es"  # word rules (stop words, mean word length) are adapted to this language
+    # word rules (stop words, thresholds, policy phrases) follow this language: an advanced
+    # override of the tree's top-level `language`, which sets it
+    language: LanguageCode = "es"
     # An adopted calibration proposal (stages.data.filter_profile): its thresholds replace the
     # profile's when the filters run; the id names calibration/filters-<id>.json in the home.
     calibration: str | None = None
@@ -241,7 +267,7 @@ class FilterConfig:
 
 def _fill(data: dict[str, Any]) -> dict[str, Any]:
     profile, language = data.get("profile", "docs"), data.get("language", "es")
-    if not isinstance(profile, str) or profile not in PROFILES or not isinstance(language, str):
+    if not isinstance(profile, str) or profile not in PROFILES or not _known(language):
         return data  # validation reports the bad value
     for name, fields in profile_fields(profile, language).items():
         given = data.get(name)
@@ -267,7 +293,7 @@ def apply_profile(base: FilterConfig, explicit: Mapping[str, Any]) -> FilterConf
         return base
     profile = explicit.get("profile", base.profile)
     language = explicit.get("language", base.language)
-    if profile not in PROFILES or not isinstance(language, str):
+    if profile not in PROFILES or not _known(language):
         return base  # validation of the merged tree names the bad value
     out = filter_profile(profile, language)
     out.calibration = base.calibration
@@ -276,7 +302,7 @@ def apply_profile(base: FilterConfig, explicit: Mapping[str, Any]) -> FilterConf
 
 @section
 class LangIdConfig:
-    language: str = "es"
+    language: LanguageCode = "es"  # fastText's label to keep: an advanced override of `language`
     threshold: Fraction = 0.65
     max_chars: PosInt = 1000  # fastText sees the first N characters, newlines folded
     batch_size: PosInt = 512

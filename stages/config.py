@@ -25,6 +25,7 @@ import model.core.config as model_presets
 import model.post.config as post_presets
 from model.core.config import CostConfig, EvalConfig, ExportConfig, ModelConfig, TrainConfig
 from model.post.config import PostTrainConfig
+from pipelines import languages
 from pipelines.config import (
     CleanConfig,
     DecontaminationConfig,
@@ -32,6 +33,7 @@ from pipelines.config import (
     FilterConfig,
     Fraction,
     LangIdConfig,
+    LanguageCode,
     NonNegFloat,
     PosInt,
     ReaderConfig,
@@ -85,6 +87,10 @@ class FeedbackConfig:
 
 @section
 class YunqueConfig:
+    # The corpus' language (ISO 639-1, a pack in pipelines/languages/): language ID, stop words
+    # and thresholds, the post-training data and the evaluation sets follow it.
+    # filters.language and langid.language follow it unless set themselves (advanced).
+    language: LanguageCode = "es"
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
     filters: FilterConfig = field(default_factory=FilterConfig)
@@ -172,6 +178,7 @@ def preset(name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfi
                               f"{_did_you_mean(str(model_preset), model_presets.PRESETS)}; "
                               f"choose one of {sorted(model_presets.PRESETS)}")
         base.model = model_presets.preset(model_preset)
+    _one_language(nested)
     # a filter profile first (its thresholds), then the explicit filter fields over it
     if isinstance(nested.get("filters"), dict):
         base.filters = apply_profile(base.filters, nested["filters"])
@@ -185,6 +192,35 @@ def preset(name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfi
         raise ConfigError(_one_line(e)) from None
     check(cfg)
     return cfg
+
+
+def _one_language(nested: dict[str, Any]) -> None:
+    """`language` sets filters.language and langid.language where they are not given
+    themselves; given alone, either of those sets `language` (how a language was chosen
+    before there was one key). Every code is normalised here ("fr_FR" -> "fr"), so the
+    profile and the merged tree see the supported code, and an unknown one fails naming
+    the supported codes."""
+    given = {"language": nested.get("language")}
+    for name in ("filters", "langid"):
+        section = nested.get(name)
+        if isinstance(section, dict) and "language" in section:
+            given[f"{name}.language"] = section["language"]
+    codes = {}
+    for key, value in given.items():
+        if value is None and key == "language":
+            continue
+        try:
+            codes[key] = languages.normalise(value) if isinstance(value, str) else value
+        except languages.UnknownLanguage as e:
+            raise ConfigError(f"config key {key!r}: {e}") from None
+    if not codes:
+        return
+    top = codes.get("language", codes.get("filters.language", codes.get("langid.language")))
+    nested["language"] = top
+    for name in ("filters", "langid"):
+        section = nested.setdefault(name, {})
+        if isinstance(section, dict):
+            section["language"] = codes.get(f"{name}.language", top)
 
 
 def nest(overrides: Mapping[str, Any], _top: bool = True) -> dict[str, Any]:
@@ -276,7 +312,7 @@ def check(cfg: YunqueConfig) -> None:
     if cfg.filters.language != cfg.langid.language:
         # Stop words of one language with language ID for another would reject everything.
         raise ConfigError(f"filters.language ({cfg.filters.language!r}) and langid.language "
-                          f"({cfg.langid.language!r}) must name the same language; set both")
+                          f"({cfg.langid.language!r}) must name the same language; set `language` alone")
     t, m = cfg.train, cfg.model
     if t.seq_len > m.context:
         raise ConfigError(f"train.seq_len ({t.seq_len}) exceeds model.context ({m.context})")

@@ -12,6 +12,20 @@ WORDS = ["casa", "tiempo", "trabajo", "sistema", "servidor", "archivo", "usuario
 STOP = ["de", "la", "que", "el", "en", "y", "a", "los", "del", "se", "las", "por", "un", "para", "con", "no", "una", "su", "al", "lo", "como", "más", "pero", "sus", "le", "ya", "o"]
 
 
+DETERMINERS = {"el", "la", "los", "las", "un", "una"}
+
+
+def _noun_after_determiner(words: list[str]) -> list[str]:
+    """A determiner is followed by a noun, as in prose (the integrity rule's word order
+    drops word salad): a stop word after one is replaced, without drawing from the random
+    generator, so the rest of every corpus stays as it was."""
+    out = list(words)
+    for i in range(len(out) - 1):
+        if out[i] in DETERMINERS and out[i + 1] in STOP:
+            out[i + 1] = WORDS[(7 * i + len(out)) % len(WORDS)]
+    return out
+
+
 def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 4) -> str:
     """Random Spanish words with stop words mixed in: passes the quality rules (no
     repeated n-grams, enough stop words, sentences ending in a full stop) and fastText
@@ -21,7 +35,7 @@ def spanish_text(rng: random.Random, paragraphs: int = 6, sentences: int = 4) ->
         s = []
         for _ in range(sentences):
             words = [rng.choice(STOP) if rng.random() < 0.4 else rng.choice(WORDS) for _ in range(rng.randint(10, 18))]
-            sent = " ".join(words)
+            sent = " ".join(_noun_after_determiner(words))
             s.append(sent[0].upper() + sent[1:] + ".")
         paras.append(" ".join(s))
     return "\n\n".join(paras)

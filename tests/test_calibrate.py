@@ -44,7 +44,7 @@ def test_rules_one_spec_per_reason() -> None:
     assert [s.reason for s in specs] == list(reasons(cfg))
     by = {s.reason: s for s in specs}
     assert by["gopher_quality:alpha_words_ratio"] == RuleSpec(
-        "gopher_quality:alpha_words_ratio", "share of words with a letter", "below", 0.8)
+        "gopher_quality:alpha_words_ratio", "share of words with a letter", "below", 0.825)  # FineWeb-2's Spanish
     assert by["gopher_quality:min_stop_words"].threshold is None  # rule off
     assert by["c4:too_few_sentences"].threshold is None  # filter off
     assert by["fineweb:char_dup_ratio"].drop_if == "above" and by["c4:lorem_ipsum"].drop_if == "flag"
@@ -96,7 +96,7 @@ def test_profiles_and_explicit_fields() -> None:
         nest({"profile": "web", "gopher_quality.min_doc_words": 7, "fineweb.heading_repeats": 1}))
     assert cfg.gopher_quality.min_doc_words == 7 and cfg.fineweb.heading_repeats == 1
     assert cfg.fineweb.line_punct_thr == web.fineweb.line_punct_thr
-    assert cfg.gopher_quality.max_non_alpha_words_ratio == 0.8
+    assert cfg.gopher_quality.max_non_alpha_words_ratio == web.gopher_quality.max_non_alpha_words_ratio == 0.825
     # a full tree switched to another profile (what stages.config.preset holds)
     switched = apply_profile(docs, {"profile": "web"})
     assert switched == web

@@ -52,7 +52,9 @@ def test_a_key_given_a_value_and_fields_is_an_error_in_any_order(overrides):
     ({"model.n_kv_heads": "2"}, "config key 'model.n_kv_heads': Input should be a valid integer"),
     ({"post.ppo.minibatches": 99}, "post.ppo.minibatches must be between 1 and batch_size"),
     ({"train.seq_len": 4096}, "train.seq_len (4096) exceeds model.context (256)"),
-    ({"langid.language": "en"}, "must name the same language"),
+    ({"language": "fr", "langid.language": "en"}, "must name the same language"),
+    ({"language": "xx"}, "config key 'language': unknown language 'xx'; supported: ca, de, en, es, fr"),
+    ({"filters.language": "frr"}, "config key 'filters.language': unknown language 'frr' (did you mean 'fr'?)"),
     ({"model": "huge"}, "unknown model preset 'huge'"),
 ])
 def test_bad_overrides_fail_with_one_line_naming_the_key(overrides, message):
@@ -92,9 +94,24 @@ def test_section_hash_only_changes_with_its_section():
     assert a.section_hash("dedup") != b.section_hash("dedup")
 
 
-def test_languages_must_agree():
-    cfg = preset("tiny", {"langid.language": "en", "filters.language": "en"})
-    assert cfg.langid.language == cfg.filters.language == "en"
+def test_one_language_setting_drives_both_sections():
+    cfg = preset("tiny", {"language": "fr"})
+    assert cfg.language == cfg.langid.language == cfg.filters.language == "fr"
+    # FineWeb-2's French thresholds under the docs profile's changes
+    assert cfg.filters.gopher_quality.min_avg_word_length == 2 and cfg.filters.fineweb.line_punct_thr == 0.03
+
+
+@pytest.mark.parametrize("given", ["fr_FR", "fr-FR", "FR", "fra", "French"])
+def test_language_spellings_are_normalised(given):
+    assert preset("tiny", {"language": given}).language == "fr"
+
+
+@pytest.mark.parametrize("overrides", [{"langid.language": "en", "filters.language": "en"},
+                                       {"langid.language": "en"}, {"filters": {"language": "en"}}])
+def test_the_old_language_keys_still_choose_the_language(overrides):
+    """Before the one key, a language took both sections' keys; either alone now sets it."""
+    cfg = preset("tiny", overrides)
+    assert cfg.language == cfg.langid.language == cfg.filters.language == "en"
 
 
 def test_schema_describes_every_section():

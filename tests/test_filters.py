@@ -4,25 +4,27 @@ n-gram index against a plain reference implementation."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 
 import pytest
 from pydantic import TypeAdapter
 
-from pipelines.config import FilterConfig
+from pipelines import languages
+from pipelines.config import FilterConfig, profile_fields
 from pipelines.data.filters import (
     REASONS,
     FilterOutcome,
     QualityFilters,
     TextView,
     reasons,
-    stop_words,
     tokenize,
 )
 from pipelines.data.filters.fineweb import FineWeb
 from pipelines.data.filters.gopher_repetition import NgramIndex
 from pipelines.data.filters.text import count_sentences, sentence_spans
+from pipelines.languages import stop_words
 from stages.config import nest
 
 SPANISH = """La biblioteca municipal y el software libre
@@ -136,6 +138,13 @@ def new_line_doc() -> str:
     return "\n".join(lines)
 
 
+def word_salad(text: str, seed: int = 5) -> str:
+    """`text`'s words shuffled, in lines of twelve: every word and its frequency kept."""
+    words = text.split()
+    random.Random(seed).shuffle(words)
+    return "\n".join(" ".join(words[i:i + 12]) + "." for i in range(0, len(words), 12))
+
+
 _ONLY_INTEGRITY = {"gopher_repetition.enabled": False, "gopher_quality.enabled": False,
                    "c4.enabled": False, "fineweb.enabled": False, "integrity.enabled": True}
 
@@ -194,17 +203,29 @@ _CASES: list[tuple[str, str, dict]] = [
     ("integrity:stop_word_share", " ".join(f"servidor{i}" for i in range(60)) + ".", _ONLY_INTEGRITY),
     ("integrity:foreign_script_share",
      SPANISH.replace("ó", "Ñі").replace("í", "Г­").replace("á", "а"), _ONLY_INTEGRITY),
+    ("integrity:determiner_order", word_salad(SPANISH), _ONLY_INTEGRITY),
 ]  # fmt: skip
 
 
 def web() -> FilterConfig:
-    """The published rules (FineWeb's defaults): the cases below are built on them."""
-    return FilterConfig(profile="web")
+    """The published rules as FineWeb set them for English, with Spanish stop words: the
+    cases below are built on them (FineWeb-2's Spanish thresholds: tests/test_languages.py)."""
+    return make_cfg({})
 
 
 def make_cfg(overrides: dict, profile: str = "web") -> FilterConfig:
-    """A profile's filters with dotted field overrides (explicit fields win)."""
-    return TypeAdapter(FilterConfig).validate_python(nest({"profile": profile, **overrides}))
+    """A profile's filters with dotted field overrides (explicit fields win), FineWeb's
+    English thresholds standing where FineWeb-2's Spanish config sets its own."""
+    english = FilterConfig(profile="web", language="en")
+    profile_set = profile_fields(profile, "en")
+    base: dict = {"profile": profile}
+    for section, fields in languages.get("es").filters.items():
+        defaults = dataclasses.asdict(getattr(english, section))
+        base[section] = {k: defaults[k] for k in fields if k not in profile_set[section]}
+    tree = nest({**base, **overrides})
+    for section in languages.get("es").filters:  # nest replaced a section its overrides name
+        tree[section] = {**base[section], **tree.get(section, {})}
+    return TypeAdapter(FilterConfig).validate_python(tree)
 
 
 @pytest.fixture(scope="module")
@@ -393,7 +414,7 @@ def test_stop_words() -> None:
     assert stop_words("es_ES") is es and stop_words("ES-mx") is es
     for lang in ("en", "fr", "de", "pt", "it"):
         assert len(stop_words(lang)) >= 8
-    with pytest.raises(ValueError, match="no stop word list"):
+    with pytest.raises(ValueError, match="unknown language 'xx'"):
         stop_words("xx")
 
 

@@ -16,8 +16,9 @@ import random
 import pytest
 
 from pipelines.config import FilterConfig
-from pipelines.data.filters import QualityFilters, stop_words, tokenize
-from tests.test_filters import _CASES, SHORT_LINES, SPANISH, make_cfg
+from pipelines.data.filters import QualityFilters, tokenize
+from pipelines.languages import get as language_pack
+from tests.test_filters import _CASES, SHORT_LINES, SPANISH, make_cfg, web
 
 
 def test_decisions_match_datatrove() -> None:
@@ -26,8 +27,8 @@ def test_decisions_match_datatrove() -> None:
     from bench.bench_filters import build_datatrove, run_datatrove_chain
 
     texts = [SPANISH] + [text for _, text, overrides in _CASES if not overrides and text]
-    ours = QualityFilters(FilterConfig(profile="web")).apply_many(texts)
-    theirs, _ = run_datatrove_chain(build_datatrove(FilterConfig(profile="web")), texts)
+    ours = QualityFilters(web()).apply_many(texts)
+    theirs, _ = run_datatrove_chain(build_datatrove(web()), texts)
     assert [(o.keep, o.reason, o.text if o.keep else None) for o in ours] == [
         (k, r, t if k else None) for k, r, t in theirs
     ]
@@ -71,7 +72,7 @@ def test_mixed_documents_match_datatrove(only: tuple[str, ...] | None) -> None:
     theirs, _ = bench.run_datatrove_chain({n: dt[n] for n in names}, docs, names)
     if "gopher_quality" in names:
         # The published word definitions decide where the two differ (see the module docstring).
-        stops = stop_words(cfg.language)
+        stops = language_pack(cfg.language).gopher_stop_words
         differ = [i for i, (o, t) in enumerate(zip(ours, theirs)) if o.keep != t[0]]
         for i in differ:
             assert ours[i].reason == _published_gopher(docs[i], cfg, stops), docs[i]
@@ -111,7 +112,7 @@ def _datatrove_gopher_quality(text: str) -> str | None:
     pytest.importorskip("datatrove")
     from bench.bench_filters import build_datatrove, run_datatrove_chain
 
-    cfg = FilterConfig(profile="web")
+    cfg = web()
     (result,), _ = run_datatrove_chain({"gopher_quality": build_datatrove(cfg)["gopher_quality"]}, [text],
                                        ("gopher_quality",))
     return result[1]
@@ -136,7 +137,7 @@ def test_difference_alpha_words_are_whitespace_words() -> None:
     drop; published: 83 % of whitespace words have one ("/usr/bin/gimp", "(véase") -> keep."""
     assert _datatrove_gopher_quality(_TECHNICAL) == "gopher_quality:alpha_words_ratio"
     assert _ours_gopher_quality(_TECHNICAL) is None
-    assert _published_gopher(_TECHNICAL, FilterConfig(profile="web"), stop_words("es")) is None
+    assert _published_gopher(_TECHNICAL, web(), language_pack("es").gopher_stop_words) is None
 
 
 def test_difference_stop_words_match_lowercased() -> None:

@@ -1,4 +1,5 @@
-"""Sample corpus builder: fortune splitting, man page rendering, error messages, idempotence.
+"""Sample corpus builder: fortune splitting, man page rendering, each package's builder (the
+Spanish and the French sample), error messages, idempotence.
 
 Nothing here touches the network: `apt-get` is either absent from PATH or a tiny stand-in
 script that copies a .deb the test built with `dpkg-deb --build`.
@@ -111,9 +112,19 @@ def test_manpages_builder_renders_skips_aliases_and_bad_pages(
     assert "skipping man page man1/roto.1" in caplog.text
 
 
-def test_every_default_package_has_a_builder() -> None:
-    assert set(sample.DEFAULT_PACKAGES) <= set(sample.BUILDERS)
-    assert len(set(sample.DEFAULT_PACKAGES)) == len(sample.DEFAULT_PACKAGES)
+@pytest.mark.parametrize("language", sorted(sample.SAMPLE_PACKAGES))
+def test_every_sample_shard_has_a_builder(language: str) -> None:
+    shards = sample.SAMPLE_PACKAGES[language]
+    assert set(shards) <= set(sample.BUILDERS)
+    assert len(set(shards)) == len(shards)
+
+
+def test_default_packages_are_the_spanish_sample() -> None:
+    assert sample.DEFAULT_PACKAGES == sample.SAMPLE_PACKAGES["es"]
+    assert "debian-handbook" in sample.SAMPLE_PACKAGES["es"]  # all 26 languages: langid's test
+    # The French handbook shard comes from the same package, under its own shard name.
+    assert sample.package_of("debian-handbook-fr") == "debian-handbook"
+    assert sample.package_of("gimp-help-fr") == "gimp-help-fr"
 
 
 # Package layouts as the Debian packages (bookworm) ship them, trimmed to a few files each:
@@ -151,6 +162,51 @@ HTML_LAYOUTS = [
         ["fixing-a-bug.html", "index.html", "search.html", "_sources/fixing-a-bug.txt",
          "_static/jquery.js", "singlehtml/index.html", "searchindex.js", "copyright"],
         ["fixing-a-bug.html", "index.html"],
+    ),
+    # The Spanish sample's handbook shard keeps every language: the language filter's test.
+    (
+        "debian-handbook",
+        "usr/share/doc/debian-handbook/html/",
+        ["es-ES/apt.html", "fr-FR/apt.html", "en-US/apt.html", "es-ES/images/apt.png",
+         "es-ES/Common_Content/css/common.css"],
+        ["en-US/apt.html", "es-ES/apt.html", "fr-FR/apt.html"],
+    ),
+    # French sample (bookworm layouts).
+    (
+        "debian-handbook-fr",
+        "usr/share/doc/debian-handbook/html/",
+        ["fr-FR/apt.html", "fr-FR/index.html", "es-ES/apt.html", "en-US/apt.html",
+         "de-DE/index.html", "fr-FR/images/apt.png", "fr-FR/Common_Content/css/common.css",
+         "fr-FR/Common_Content/images/title_logo.svg"],
+        ["fr-FR/apt.html", "fr-FR/index.html"],
+    ),
+    (
+        "libreoffice-help-fr",
+        "usr/share/libreoffice/help/",
+        ["fr/text/shared/01/01010000.html", "fr/text/scalc/main0000.html", "fr/contents.js",
+         "fr/bookmarks.js", "media/helpimg/fr/sheettabs.png", "media/files/scalc/fr/pivot.ods"],
+        ["fr/text/scalc/main0000.html", "fr/text/shared/01/01010000.html"],
+    ),
+    (
+        "gimp-help-fr",
+        "usr/share/gimp/2.0/help/fr/",
+        ["gimp-file-open.html", "index.html", "gimp-help.xml", "gimp-xrefs.xml",
+         "images/menus/file/open.png", "images/tutorials/quickie-jpeg-orig.jpg",
+         "css/gimp-help-screen.css", "fonts/Roboto.woff2"],
+        ["gimp-file-open.html", "index.html"],
+    ),
+    (
+        "kicad-doc-fr",
+        "usr/share/doc/kicad/help/fr/",
+        ["eeschema.html", "pcbnew.html", "images/fr/eeschema_main.png", "images/icons/add_arc.png"],
+        ["eeschema.html", "pcbnew.html"],
+    ),
+    (
+        "lilypond-doc-html-fr",
+        "usr/share/doc/lilypond/html/Documentation/",
+        ["learning/tutorial.fr.html", "notation/rhythms.fr.html", "notation-big-page.fr.html",
+         "web-big-page.fr.html", "web/introduction.fr.html"],
+        ["learning/tutorial.fr.html", "notation/rhythms.fr.html", "web/introduction.fr.html"],
     ),
 ]
 
@@ -216,7 +272,42 @@ def _fake_bin(tmp_path: Path, scripts: dict[str, str]) -> Path:
 
 def test_unknown_package_is_rejected_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(SampleFetchError, match="no sample builder"):
-        fetch_sample(tmp_path / "corpus", packages=["emacs"], progress=False)
+        fetch_sample(tmp_path / "corpus", ["emacs"], False)  # positional, as before
+
+
+def test_unknown_language_is_refused_with_the_languages_that_have_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))  # nothing may run
+    with pytest.raises(SampleFetchError) as err:
+        fetch_sample(tmp_path / "corpus", language="de", progress=False)
+    msg = str(err.value)
+    assert "'de'" in msg and "es, fr" in msg
+    assert "yunque run --corpus DIR" in msg
+    assert not (tmp_path / "corpus").exists()
+
+
+def test_french_sample_downloads_the_french_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in apt-get logs each package asked for and fails: the first download is
+    # the handbook package (for the debian-handbook-fr shard), under its Debian name.
+    log = tmp_path / "asked"
+    bindir = _fake_bin(
+        tmp_path,
+        {"apt-get": f'echo "$3" >> "{log}"; echo "E: Unable to locate package $3" >&2; exit 100',
+         "dpkg": ""},
+    )
+    monkeypatch.setenv("PATH", str(bindir))
+    with pytest.raises(SampleFetchError, match="apt-get download debian-handbook"):
+        fetch_sample(tmp_path / "corpus", language="fr", progress=False)
+    assert log.read_text().split() == ["debian-handbook"]
+    assert sample.SAMPLE_PACKAGES["fr"] == (
+        "debian-handbook-fr",
+        "libreoffice-help-fr",
+        "gimp-help-fr",
+        "lilypond-doc-html-fr",
+    )  # not kicad-doc-fr: 97% English
 
 
 def test_download_failure_tells_to_run_apt_get_update(
@@ -262,3 +353,55 @@ def test_builds_shard_from_deb_then_is_idempotent(
     again = fetch_sample(dest, packages=["fortunes-es"], progress=False)
     assert again["shards"]["fortunes-es"]["cached"] is True
     assert again["files"] == 2 and again["bytes"] == summary["bytes"]
+
+
+def _deb(tmp_path: Path, package: str, files: dict[str, str]) -> Path:
+    """A real (tiny) .deb of `package` holding `files` (path -> text)."""
+    pkg = tmp_path / f"pkg-{package}"
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text, encoding="utf-8")
+    (pkg / "DEBIAN").mkdir()
+    (pkg / "DEBIAN/control").write_text(
+        f"Package: {package}\nVersion: 1.0\nArchitecture: all\n"
+        "Maintainer: Test <t@example.org>\nDescription: test\n"
+    )
+    deb = tmp_path / f"{package}_1.0_all.deb"
+    subprocess.run(["dpkg-deb", "--build", str(pkg), str(deb)], check=True, capture_output=True)
+    return deb
+
+
+@needs_dpkg
+def test_handbook_french_shard_holds_only_fr_fr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    html = "usr/share/doc/debian-handbook/html"
+    deb = _deb(
+        tmp_path,
+        "debian-handbook",
+        {f"{html}/{lang}/apt.html": f"<p>{lang}</p>" for lang in ("fr-FR", "es-ES", "en-US")}
+        | {f"{html}/fr-FR/images/apt.png": "png"},
+    )
+    bindir = _fake_bin(tmp_path, {"apt-get": f'[ "$3" = debian-handbook ] && cp "{deb}" .'})
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    dest = tmp_path / "corpus"
+    # A build dir a killed run of the French shard left behind, seen by debian-handbook's
+    # clean-up glob: it is not the Spanish shard's to remove.
+    stale = dest / ".tmp-debian-handbook-fr-abc123"
+    stale.mkdir(parents=True)
+
+    es = fetch_sample(dest, packages=["debian-handbook"], progress=False)
+    assert es["shards"]["debian-handbook"]["files"] == 3  # every language, as before
+    assert stale.is_dir()
+
+    fr = fetch_sample(dest, packages=["debian-handbook-fr"], progress=False)
+    shard = fr["shards"]["debian-handbook-fr"]
+    assert (shard["package"], shard["shard"], shard["files"]) == (
+        "debian-handbook", "debian-handbook-fr", 1
+    )
+    files = [p for p in (dest / "debian-handbook-fr").rglob("*") if p.is_file()]
+    assert sorted(p.relative_to(dest).as_posix() for p in files) == [
+        "debian-handbook-fr/.complete",
+        "debian-handbook-fr/fr-FR/apt.html",
+    ]
+    assert sorted(p.name for p in dest.iterdir()) == ["debian-handbook", "debian-handbook-fr"]

@@ -66,6 +66,8 @@ class RunReport:
     error: str | None = None
     # the assets of this run whose lines were printed while it ran (`Follower.new_live`)
     shown: set[str] = field(default_factory=set)
+    # what the run's failed checks said, one line each (a WARN's description is its news)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def partition(self) -> str | None:
@@ -91,9 +93,12 @@ class RunReport:
         if m.partition is not None:
             self.per_shard[(asset, m.partition)] = md
 
-    def add_check(self, asset: dg.AssetKey, partition: str | None, name: str, passed: bool, blocking: bool) -> None:
+    def add_check(self, asset: dg.AssetKey, partition: str | None, name: str, passed: bool, blocking: bool,
+                  description: str | None = None) -> None:
         label = asset.to_user_string() + (f"[{partition}]" if partition else "")
         self.checks.append((label, name, passed, blocking))
+        if not passed and description:
+            self.notes.append(f"{label}:{name}: {' '.join(description.split())}")
 
 
 def plain(metadata: dict) -> dict:
@@ -206,7 +211,7 @@ class Follower:
             target = next((rep for rep in reversed(self._live) if rep.run_id == run_id
                            and c.asset_key.to_user_string() in rep.assets), None)
             if target is not None:
-                target.add_check(c.asset_key, c.partition, c.check_name, c.passed, bool(c.blocking))
+                target.add_check(c.asset_key, c.partition, c.check_name, c.passed, bool(c.blocking), c.description)
 
     def new_live(self) -> Iterator[RunReport]:
         """One report per asset that a run of no shards materialized since the last call,
@@ -246,7 +251,7 @@ class Follower:
                 rep.add_materialization(ev.step_materialization_data.materialization)
             elif ev.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
                 c = ev.asset_check_evaluation_data
-                rep.add_check(c.asset_key, c.partition, c.check_name, c.passed, bool(c.blocking))
+                rep.add_check(c.asset_key, c.partition, c.check_name, c.passed, bool(c.blocking), c.description)
             elif ev.event_type == DagsterEventType.STEP_FAILURE and rep.error is None:
                 rep.error = f"{ev.step_key}: {explained(ev.step_failure_data.error) or 'failed'}"
             elif ev.event_type in (DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED):

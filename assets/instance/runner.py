@@ -106,7 +106,7 @@ def materialize_one(keys: list[str], shards: list[str], resources: dict) -> RunR
     for e in result.get_asset_materialization_events():
         rep.add_materialization(e.step_materialization_data.materialization)
     for c in result.get_asset_check_evaluations():
-        rep.add_check(c.asset_key, c.partition, c.check_name, c.passed, c.check_name in BLOCKING)
+        rep.add_check(c.asset_key, c.partition, c.check_name, c.passed, c.check_name in BLOCKING, c.description)
     error = None if result.success else _first_error(result)
     if error is None and (missing := [k for k in keys if k not in rep.assets]):
         error = f"not materialized: {missing} (see the run's logs)"

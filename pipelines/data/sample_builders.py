@@ -1,9 +1,30 @@
 """The sample corpus's shard builders: (unpacked package root, output dir, progress) ->
-number of documents written, one builder per Debian package in BUILDERS.
+number of documents written, one builder per shard in BUILDERS.
+
+A shard is named after the Debian package it is built from, except where SHARD_PACKAGE says
+otherwise (debian-handbook-fr: only the fr-FR pages of the debian-handbook package).
 
 HTML packages are copied file by file (HTML only, minus second copies of the same text);
 fortunes-es is split into one JSON record per fortune; manpages-es is rendered from roff
 to plain UTF-8 by groff.
+
+What each French package ships (bookworm versions), and what its builder keeps:
+
+- libreoffice-help-fr 7.4.7: the same layout as libreoffice-help-es, 2,561 HTML pages under
+  help/fr/ (images, .ods examples and JS are left out).
+- gimp-help-fr 2.10.34: the GIMP user manual, 685 DocBook-chunked HTML pages (7.8 MB) in
+  one folder, behind a 52 MB download that is mostly screenshots (1,632 PNG, 337 JPEG,
+  fonts). No second copy of the text is shipped; the table of contents (index.html) and the
+  keyword index (gimp-help-index.html) are kept, as the other builders keep theirs.
+- kicad-doc-fr 6.0.11: five manuals, one HTML file each (eeschema, pcbnew, kicad,
+  getting_started_in_kicad, pl_editor; 1.1 MB of HTML), behind a 15 MB download of 886
+  screenshots. As in kicad-doc-es, only the headings are translated: all but pl_editor.html
+  are English (97% of the text), so the French sample leaves it out; its builder stays for
+  `fetch_sample(dest, ["kicad-doc-fr"])`.
+- lilypond-doc-html-fr 2.24.1: the same layout as lilypond-doc-html-es; the eight
+  *-big-page.fr.html files (16 MB) repeat the 544 split pages and are left out.
+- debian-handbook 11.20220922: HTML in 26 languages; debian-handbook-fr keeps fr-FR/ only
+  (127 pages; 41% of their text is still English, see pipelines.data.sample).
 """
 
 from __future__ import annotations
@@ -69,13 +90,14 @@ def _copy_tree(
 
 
 def _html_builder(
-    base: str, package: str, skip: Sequence[str] = ()
+    base: str, package: str, skip: Sequence[str] = (), into: str = ""
 ) -> Callable[[Path, Path, bool], int]:
+    """Copy the HTML under `base` into the shard (into its subfolder `into`, if given)."""
+
     def build(root: Path, out: Path, progress: bool) -> int:
         # Only HTML: images, CSS, JS, the PDF and the .ods examples carry no prose.
-        return _copy_tree(
-            _package_dir(root, base), out, (".html", ".htm"), progress, f"copy {package}", skip
-        )
+        src = _package_dir(root, base)
+        return _copy_tree(src, out / into, (".html", ".htm"), progress, f"copy {package}", skip)
 
     return build
 
@@ -212,4 +234,24 @@ BUILDERS: dict[str, Callable[[Path, Path, bool], int]] = {
         "ubuntu-packaging-guide-html-es",
         ("_*", "singlehtml/*", "search.html"),
     ),
+    # The French sample (see the module docstring for each package's layout). kicad-doc-fr
+    # is not in it (mostly English), its builder is here for an explicit `packages=`.
+    # fr-FR/ only: the other 25 languages stay in the Spanish sample's debian-handbook shard.
+    "debian-handbook-fr": _html_builder(
+        "usr/share/doc/debian-handbook/html/fr-FR", "debian-handbook-fr", into="fr-FR"
+    ),
+    "libreoffice-help-fr": _html_builder("usr/share/libreoffice/help", "libreoffice-help-fr"),
+    "gimp-help-fr": _html_builder("usr/share/gimp/2.0/help/fr", "gimp-help-fr"),
+    "kicad-doc-fr": _html_builder("usr/share/doc/kicad/help/fr", "kicad-doc-fr"),
+    "lilypond-doc-html-fr": _html_builder(
+        "usr/share/doc/lilypond/html/Documentation", "lilypond-doc-html-fr", ("*-big-page.*",)
+    ),
 }
+
+# Shards built from a package of another name; every other shard is named after its package.
+SHARD_PACKAGE: dict[str, str] = {"debian-handbook-fr": "debian-handbook"}
+
+
+def package_of(shard: str) -> str:
+    """The Debian package that `shard` is built from."""
+    return SHARD_PACKAGE.get(shard, shard)

@@ -90,3 +90,75 @@ def language_purity(store: DataStore, shard: str, language: str, sample: int = 5
     share = 1 - len(off) / len(again) if again else 1.0
     return Purity(checked=len(langs), labelled_other=sum(1 for l in langs if l != language), relabelled=len(again),
                   redetected_target=share, off_target=off)
+
+
+# A shard is said to be in another language when at least this share of what reached
+# language ID was dropped as `langid:other_language`.
+OTHER_LANGUAGE_SHARE = 0.5
+
+
+@dataclass
+class LanguageFinding:
+    shard: str
+    documents: int  # that reached language ID (filtered_documents' input)
+    other_language: int  # dropped as langid:other_language
+    found: str  # fastText's most frequent label among them ("" when none)
+    found_count: int
+    target: str
+
+    @property
+    def share(self) -> float:
+        return self.other_language / self.documents if self.documents else 0.0
+
+    @property
+    def mostly_other(self) -> bool:
+        return self.documents > 0 and self.share >= OTHER_LANGUAGE_SHARE
+
+    def line(self) -> str:
+        what = (f"{self.other_language} of {self.documents} documents ({self.share:.0%}) dropped as "
+                f"langid:other_language")
+        if not self.other_language:
+            return f"shard {self.shard}: {self.documents} documents, none in another language than {self.target}"
+        return (f"shard {self.shard}: {what}; fastText says {self.found} for {self.found_count} of them; the run "
+                f"keeps {self.target}")
+
+
+def language_finding(store: DataStore, shard: str, target: str) -> LanguageFinding | None:
+    """What language ID made of a shard, from filtered_documents' stats (None before it ran)."""
+    m = store.manifest("filtered_documents", shard)
+    if m is None:
+        return None
+    stats = m["stats"]
+    labels = {k: v for k, v in stats.get("extra", {}).get("languages", {}).items() if k != target}
+    found, count = max(labels.items(), key=lambda kv: kv[1]) if labels else ("", 0)
+    return LanguageFinding(shard, stats["docs_in"], stats.get("drops", {}).get("langid:other_language", 0),
+                           found, count, target)
+
+
+def empty_corpus_cause(store: DataStore, shards: list[str], target: str) -> str | None:
+    """One line naming why no shard kept a document and what to change, or None when some
+    shard kept one (or none has been filtered yet)."""
+    manifests = {s: store.manifest("filtered_documents", s) for s in shards}
+    done = {s: m["stats"] for s, m in manifests.items() if m is not None}
+    if not done or any(st["docs_out"] for st in done.values()):
+        return None
+    read = sum(st["docs_in"] for st in done.values())
+    drops: Counter[str] = Counter()
+    labels: Counter[str] = Counter()
+    for st in done.values():
+        drops.update(st.get("drops", {}))
+        labels.update({k: v for k, v in st.get("extra", {}).get("languages", {}).items() if k != target})
+    head = f"no document kept: all {read} documents of {len(done)} shards that reached the quality filters were dropped"
+    if not drops:
+        return f"{head}; nothing reached them: check the corpus (yunque inspect rejected)"
+    reason, n = drops.most_common(1)[0]
+    if reason == "langid:other_language" and labels:
+        lang, m = labels.most_common(1)[0]
+        from pipelines import languages
+
+        fix = (f"rerun with --language {lang}" if lang in languages.codes() else
+               f"Yunque has no pack for {lang!r} (supported: {', '.join(languages.codes())})")
+        return (f"{head}, {n} as langid:other_language: fastText says {lang} for {m}, the run keeps {target}; "
+                f"{fix} (or a new home: it detects the language)")
+    return (f"{head}, most as {reason} ({n}); see `yunque inspect rejected` and loosen that rule "
+            f"(--overrides), or check the corpus")

@@ -19,17 +19,18 @@ from yunque import env
 from yunque.cli import calibrate as cli_calibrate
 from yunque.cli import config as cli_config
 from yunque.cli import inspect as cli_inspect
+from yunque.cli import language as cli_language
 from yunque.cli import node as cli_node
 from yunque.cli import serve as cli_serve
 from yunque.cli import ui as cli_ui
 from yunque.cli.model import add_commands
 
 
-def _fetch(dest: Path) -> int:
+def _fetch(dest: Path, language: str = "es") -> int:
     from pipelines.data.sample import SampleFetchError, fetch_sample
 
     try:
-        summary = fetch_sample(dest)
+        summary = fetch_sample(dest, language=language)
     except SampleFetchError as e:
         print(f"yunque fetch-sample: {e}", file=sys.stderr)
         return 2
@@ -43,7 +44,15 @@ def _fetch(dest: Path) -> int:
 
 def cmd_fetch_sample(args: argparse.Namespace) -> int:
     home = env.use_home(args.home)
-    return _fetch(Path(args.dest).absolute() if args.dest else home / "sample")
+    try:
+        code, note = cli_language.resolve(args.language or "es")
+    except cli_language.LanguageError as e:
+        print(f"yunque fetch-sample: {e}", file=sys.stderr)
+        return 2
+    if note:
+        print(note)
+    dest = Path(args.dest).absolute() if args.dest else home / cli_language.sample_folder(code)
+    return _fetch(dest, code)
 
 
 # a post-training stage's progress line: its held-out numbers, then the RL stages' last rollouts
@@ -178,14 +187,36 @@ def _line(report) -> str:
 
 
 def _settings(args: argparse.Namespace, home: Path, overrides: dict):
-    """What this run uses, and what the home will remember for the UI, sensors and schedules."""
+    """What this run uses, and what the home will remember for the UI, sensors and schedules:
+    (saved, chosen, whether the home existed, lines to print)."""
     from stages.store import home as home_settings
 
-    saved = home_settings.read(env.home_url())
-    corpus = args.corpus or saved.corpus or str(home / "sample")
+    url = env.home_url()
+    existed = home_settings.exists(url)
+    saved = home_settings.read(url)
+    overrides, lines = cli_language.with_language(overrides, args.language, saved.overrides)
+    language = cli_language.named(overrides)
+    sample = home / cli_language.sample_folder(cli_language.resolve(language)[0] if language else "es")
+    corpus = args.corpus or saved.corpus or str(sample)
     new = dataclasses.replace(saved, corpus=corpus, preset=args.preset, overrides=overrides,
                               s3_endpoint=args.s3_endpoint or saved.s3_endpoint)
-    return saved, new
+    return saved, new, existed, lines
+
+
+def _detect_language(chosen: HomeSettings) -> HomeSettings | None:
+    """A new home whose command named no language takes the corpus' dominant one (one line
+    says which); None when that language has no pack (the line says so)."""
+    from stages.data.corpus_language import detect_corpus_language
+    from stages.store.remote import storage_options
+
+    found = detect_corpus_language(chosen.corpus, storage_options(chosen.corpus))
+    if found.documents and found.code is None:
+        print(f"yunque run: {found.line()}: give --language CODE to filter for one of them", file=sys.stderr)
+        return None
+    print(found.line() + ("" if found.documents else "; keeping the default language, es"))
+    if found.code is None:
+        return chosen
+    return dataclasses.replace(chosen, overrides={**chosen.overrides, "language": found.code})
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -196,18 +227,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     home = env.use_home(args.home)
     try:
-        saved, chosen = _settings(args, home, overrides)
-    except ValueError as e:
+        saved, chosen, existed, lines = _settings(args, home, overrides)
+        cli_config.checked(args.preset, json.dumps(chosen.overrides))
+    except (ValueError, cli_config.BadConfig) as e:
         print(f"yunque run: {e}", file=sys.stderr)
         return 2
-    if chosen.corpus == str(home / "sample") and not (home / "sample").exists():
-        print(f"no corpus given and no sample corpus in {home / 'sample'}: fetching it first")
-        if rc := _fetch(home / "sample"):
+    for line in lines:
+        print(line)
+    language = cli_language.named(chosen.overrides)
+    sample_language = cli_language.resolve(language)[0] if language else "es"
+    if chosen.corpus == str(home / cli_language.sample_folder(sample_language)) and not Path(chosen.corpus).exists():
+        print(f"no corpus given and no sample corpus in {chosen.corpus}: fetching it first")
+        if rc := _fetch(Path(chosen.corpus), sample_language):
             return rc
+    if not existed and language is None:
+        detected = _detect_language(chosen)
+        if detected is None:
+            return 2
+        chosen = detected
     from stages.store import home as home_settings
 
     url = env.home_url()
-    existed = home_settings.exists(url)
     home_settings.write(url, chosen)
     if existed and saved != chosen:
         print(f"settings of this home ({url}/{home_settings.SETTINGS_FILE}): corpus {chosen.corpus}, "
@@ -239,6 +279,8 @@ def _finish(home: Path, reports: list, shards: list[str], chosen: HomeSettings) 
     checks = [c for r in reports for c in r.failed_checks]
     if checks:
         print(f"failed checks:      {', '.join(checks)}")
+    for note in (n for r in reports for n in r.notes):
+        print(f"  {note}")
     for r in failed:
         print(f"  failed: {r.label}: {r.error} (run {r.run_id})", file=sys.stderr)
 
@@ -272,14 +314,16 @@ def parser() -> argparse.ArgumentParser:
                    help="endpoint URL of an S3-compatible store (MinIO, ...) for the home and the corpus "
                         "(sets YUNQUE_S3_ENDPOINT)")
     sub = p.add_subparsers(dest="command", required=True)
-    f = sub.add_parser("fetch-sample", help="build the Spanish sample corpus from Debian doc packages")
-    f.add_argument("--dest", help="where to put the shards (default $YUNQUE_HOME/sample)")
+    f = sub.add_parser("fetch-sample", help="build a sample corpus (Spanish, or French) from Debian doc packages")
+    f.add_argument("--dest", help="where to put the shards (default $YUNQUE_HOME/sample, or sample-fr for French)")
+    cli_language.add_argument(f, "the sample's language: es (default) or fr")
     f.set_defaults(fn=cmd_fetch_sample)
     r = sub.add_parser("run", help="materialize the graph for every shard of a corpus")
     r.add_argument("--corpus", help="DIR or s3://bucket/prefix, one shard per subdirectory/file (default: sample)")
     r.add_argument("--select", help="Dagster asset selection, e.g. 'key:raw_documents+' (default: everything)")
     r.add_argument("--preset", default=DEFAULT_PRESET, help=f"configuration preset (default {DEFAULT_PRESET})")
     r.add_argument("--overrides", help='JSON of dotted config overrides, e.g. \'{"langid.threshold": 0.5}\'')
+    cli_language.add_argument(r, "the corpus' language (default: the home's; a new home detects it from the corpus)")
     r.add_argument("--s3-endpoint", help="endpoint URL of an S3-compatible store")
     r.add_argument("--in-process", action="store_true",
                    help="debugging: run the assets in this process, one run after another, without the "

@@ -38,6 +38,25 @@ def _save_timing(args: argparse.Namespace) -> None:
         training_cron=saved.training_cron if args.training_cron is None else args.training_cron))
 
 
+def _save_language(args: argparse.Namespace) -> str | None:
+    """--language goes into the home's overrides (the tree's `language`), which the code
+    location reads: the UI's runs, sensors and schedules filter and train for it. Returns
+    the line to print."""
+    from dataclasses import replace
+
+    from stages.store import home as home_settings
+    from yunque.cli import language as cli_language
+
+    if args.language is None:
+        return None
+    url = env.home_url()
+    saved = home_settings.read(url)
+    theirs = {k: v for k, v in saved.overrides.items() if k not in cli_language.LANGUAGE_KEYS}
+    overrides, lines = cli_language.with_language(theirs, args.language, {})
+    home_settings.write(url, replace(saved, overrides=overrides))
+    return "; ".join([*lines, f"language of this home: {overrides['language']}"])
+
+
 def _other_daemon(record: dict | None) -> str | None:
     """What to tell the user about the daemon that serves this home instead of ours: its
     sensors and schedules may not tick as this UI shows them."""
@@ -64,6 +83,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     home = env.use_home(args.home)
     try:
         _save_timing(args)
+        if said := _save_language(args):
+            print(said)
     except ValueError as e:
         print(f"yunque ui: {e}", file=sys.stderr)
         return 2
@@ -124,6 +145,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     u = sub.add_parser("ui", help="open the Dagster UI (webserver and daemon) on this home")
     u.add_argument("--host", default="127.0.0.1")
     u.add_argument("--port", type=int, default=3000)
+    from yunque.cli import language as cli_language
+
+    cli_language.add_argument(u, "the corpus' language, kept in the home's settings for the UI's runs")
     u.add_argument("--sensor-interval", type=int, metavar="S",
                    help="seconds between the shard sensor's corpus listings (kept in the home's settings; default 60)")
     u.add_argument("--training-cron", metavar="CRON",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipelines import languages
 from pipelines.config import FilterConfig
 from pipelines.data.filters import c4, fineweb, gopher_quality, gopher_repetition, integrity
 from pipelines.data.filters.c4 import C4, C4Result
@@ -34,7 +35,6 @@ from pipelines.data.filters.gopher_quality import GopherQuality
 from pipelines.data.filters.gopher_repetition import GopherRepetition
 from pipelines.data.filters.integrity import Integrity
 from pipelines.data.filters.rules import NAN, RuleSpec
-from pipelines.data.filters.stopwords import stop_words
 from pipelines.data.filters.text import TextView, tokenize
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
     "RuleSpec",
     "TextView",
     "reasons",
-    "stop_words",
     "tokenize",
 ]
 
@@ -84,18 +83,19 @@ class FilterOutcome:
 class QualityFilters:
     def __init__(self, cfg: FilterConfig) -> None:
         self.cfg = cfg
+        self.language = lang = languages.get(languages.normalise(cfg.language))
         self.gopher_repetition = (
             GopherRepetition(cfg.gopher_repetition) if cfg.gopher_repetition.enabled else None
         )
         self.gopher_quality = (
-            GopherQuality(cfg.gopher_quality, stop_words(cfg.language))
+            GopherQuality(cfg.gopher_quality, lang.gopher_stop_words)
             if cfg.gopher_quality.enabled
             else None
         )
-        self.c4 = C4(cfg.c4) if cfg.c4.enabled else None
+        self.c4 = C4(cfg.c4, lang.policy_phrases) if cfg.c4.enabled else None
         self.fineweb = FineWeb(cfg.fineweb) if cfg.fineweb.enabled else None
         self.integrity = (
-            Integrity(cfg.integrity, stop_words(cfg.language), cfg.language) if cfg.integrity.enabled else None
+            Integrity(cfg.integrity, lang) if cfg.integrity.enabled else None
         )
 
     def apply(self, text: str) -> FilterOutcome:
@@ -128,7 +128,7 @@ class QualityFilters:
             *gopher_quality.specs(cfg.gopher_quality),
             *c4.specs(cfg.c4),
             *fineweb.specs(cfg.fineweb),
-            *integrity.specs(cfg.integrity, cfg.language),
+            *integrity.specs(cfg.integrity, self.language),
         ]
 
     def evaluate(self, text: str) -> tuple[FilterOutcome, dict[str, float]]:
