@@ -13,16 +13,17 @@ import pytest
 
 from pipelines.tasks import chitchat
 from pipelines.tasks.domain_qa import (
-    ABOUT,
-    HOW,
     QAOptions,
     answer_text,
     build_pairs,
     document_pairs,
+    grammar,
     is_heading,
     question_for,
     strip_number,
 )
+
+HOW, ABOUT = grammar("es").how, grammar("es").about
 from pipelines.tasks.post_data import read_sft
 
 BODY = ("Este apartado explica con detalle el procedimiento completo, paso a paso, para que el sistema funcione "
@@ -82,15 +83,9 @@ def test_sections_become_pairs_with_provenance():
 
 
 def test_man_page_gives_what_it_does_and_caps_sections():
-    text = _doc("MEV(1)                 General Commands Manual                 MEV(1)",
-                "mev - un programa para informar de los eventos del ratón",
-                "mev [ opciones ]",
-                "El programa mev es parte del paquete gpm y se ha realizado tomando como modelo",
-                "xev. Imprime en la salida estándar los eventos que recibe del ratón.",
-                "FORMATO DE ENTRADA",
-                "La orden puede leer el mapa en uno de dos formatos distintos, binario o de",
-                "texto, según lo que encuentre al principio del fichero que se le indica.",
-                "INFORMAR DE ERRORES", "Informe de cualquier error de traducción a la lista de correo del equipo.")
+    from tests.spanish_snapshot import MAN_MEV
+
+    text = _doc(*MAN_MEV)
     pairs = document_pairs("man-mev", "manpages-es", text)
     assert [p["heading"] for p in pairs] == ["mev", "FORMATO DE ENTRADA"]
     what = pairs[0]["messages"][1]["content"]
@@ -174,7 +169,7 @@ def test_conversational_turns():
     assert {"Hola", "¿Qué puedes hacer?", "¿Quién eres?", "Gracias", "Adiós"} <= asks
     replies = " ".join(c[1]["content"] for c in convs if c[0]["content"] == "¿Qué puedes hacer?")
     assert "documentación" in replies and "matemáticas" in replies
-    assert {r["intent"] for r in chitchat.records()} == set(chitchat.INTENTS)
+    assert {r["intent"] for r in chitchat.records()} == set(chitchat.intents())
     assert len(chitchat.records()) == len(convs)
 
 
@@ -253,3 +248,74 @@ def test_the_sft_mixture_takes_train_pairs_and_chat_turns_and_the_program_report
     assert all(m["tokens"] > 0 for m in plan["mixture"].values())
     assert plan["train_conversations"] + plan["heldout_conversations"] + plan["dropped_too_long"] == 53
     assert "chitchat 40" in sft.summary()
+
+
+FR_BODY = ("Cette section explique en détail la marche à suivre, étape par étape, pour que le système fonctionne "
+           "sans problème dans la plupart des cas.")
+
+
+def test_the_sft_sources_and_the_scored_pairs_are_in_the_corpus_language(tmp_path):
+    """French documents give French questions and French chat turns; a language whose pack has
+    no qa.toml / chat.toml (de) leaves them out, and a post-training stage with nothing left
+    to train on says which files to add before anything is launched."""
+    from model.post.config import SFTConfig
+    from stages.data.decontamination import eval_pairs
+    from stages.training.post_train import _nothing_to_train, sft_sources
+
+    docs = [(f"f{i}", "val" if i % 3 == 0 else "train",
+             _doc(f"Manuel {i}", f"Configurer le service numéro {i}", f"{FR_BODY} Variante {i}.")) for i in range(9)]
+    store = _home(tmp_path, {"a": docs})
+    shards = [str(store.dir("token_shards", "a"))]
+    cfg = SFTConfig(domain_qa=3, chitchat=5, examples=10)
+    fr = sft_sources(store, cfg, shards, "fr")
+    assert len(fr["domain_qa"]) == 3 and len(fr["chitchat"]) == 5
+    assert all("configurer le service" in p["messages"][0]["content"] for p in fr["domain_qa"])
+    assert fr["chitchat"][0]["messages"][0]["content"] == "Bonjour"
+    assert sft_sources(store, cfg, shards, "de") == {}
+    assert eval_pairs(store, "de") == [] and eval_pairs(store, "fr")
+    assert all("?" in p["messages"][0]["content"] or p["messages"][0]["content"].endswith(".")
+               for p in eval_pairs(store, "fr"))
+    assert _nothing_to_train("sft", "fr", "", {}, None) is None  # the built-in math set
+    why = _nothing_to_train("sft", "de", "", {}, None)
+    assert "post.sft has nothing to train on: language de has no chat.toml, math.toml, qa.toml" in why
+    assert _nothing_to_train("sft", "de", "/mine.jsonl", {}, None) is None
+    assert "add pipelines/languages/de/math.toml" in _nothing_to_train("dpo", "de", "", {}, None)
+    assert _nothing_to_train("dpo", "de", "/mine.jsonl", {}, None) is None
+    assert "add pipelines/languages/de/math.toml" in _nothing_to_train("grpo", "de", "/gsm8k.jsonl", {}, None)
+    assert _nothing_to_train("sft", "de", "", {"x": [{}]}, None) is None  # the corpus' pairs or chat turns
+
+
+def test_evaluation_asks_math_in_the_corpus_language(tmp_path):
+    pytest.importorskip("torch")
+    from model.checkpoint.load import load
+    from model.core.config import EvalConfig
+    from model.infer.evaluate import evaluate_loaded
+    from tests.factory import tiny_checkpoint
+
+    loaded = load(tiny_checkpoint(tmp_path))
+    cfg = EvalConfig(math_problems=2, sample_tokens=4, math_max_new_tokens=4, val_batches=1, prompts=("Hola",))
+    fr = evaluate_loaded(loaded, cfg, language="fr")
+    assert set(fr["math"]) == {"fr_add2", "fr_add2_rephrased"} and fr["math_set"] == "fr_add2"
+    assert fr["math_problems"] == 2 and "left_out" not in fr
+    es = evaluate_loaded(loaded, cfg)
+    assert set(es["math"]) == {"es_add2", "es_add2_rephrased"}
+    de = evaluate_loaded(loaded, cfg, language="de")
+    assert de["math"] == {} and de["math_accuracy"] is None and de["math_set"] is None
+    assert de["left_out"].startswith("language de has no math.toml: math word problems are left out; add "
+                                     "pipelines/languages/de/math.toml")
+
+
+def test_eval_contamination_looks_up_the_sets_of_the_corpus_language(tmp_path):
+    from stages.config import preset
+    from stages.data.decontamination import contamination_key, eval_sets
+
+    docs = [(f"f{i}", "val" if i % 3 == 0 else "train",
+             _doc(f"Manuel {i}", f"Configurer le service numéro {i}", f"{FR_BODY} Variante {i}.")) for i in range(9)]
+    store = _home(tmp_path, {"a": docs})
+    fr, de = preset("tiny", {"language": "fr"}), preset("tiny", {"language": "de"})
+    sets, pairs = eval_sets(store, ["a"], fr)
+    assert {"fr_add2", "fr_add2_rephrased", "domain_qa"} <= set(sets) and len(pairs) == 3
+    assert all(i.item_id.startswith("fr:") for i in sets["fr_add2"])
+    sets, pairs = eval_sets(store, ["a"], de)  # no math.toml, no qa.toml: no math sets, no pairs
+    assert set(sets) == {"domain_qa"} and sets["domain_qa"] == [] and pairs == []
+    assert contamination_key(fr, {"a": "v"}) != contamination_key(de, {"a": "v"})

@@ -43,6 +43,22 @@ def test_the_shipped_items_are_multiple_choice_with_the_pairs_own_answer():
     assert harness.shipped_items(_pairs(3)) == []  # fewer than 4 distinct answers: no item
 
 
+def test_the_shipped_task_is_in_the_corpus_language(tmp_path):
+    """yunque_<code>_qa, its prompt in the language (qa.toml's [harness]); the Spanish one as
+    it always was; another language's task, or one whose pack has no qa.toml, is refused by name."""
+    es = (harness.write_shipped_task(_pairs(), tmp_path / "es") / "yunque_es_qa.yaml").read_text()
+    assert harness.shipped("es") == harness.SHIPPED == "yunque_es_qa"
+    assert 'doc_to_text: "Pregunta: {{question}}\\nRespuesta:"\n' in es
+    fr = (harness.write_shipped_task(_pairs(), tmp_path / "fr", "fr") / "yunque_fr_qa.yaml").read_text()
+    assert "task: yunque_fr_qa\n" in fr and 'doc_to_text: "Question : {{question}}\\nRéponse :"\n' in fr
+    assert (tmp_path / "fr" / "yunque_fr_qa.jsonl").read_text() == (tmp_path / "es" / "yunque_es_qa.jsonl").read_text()
+    assert harness.shipped_asked(["yunque_fr_qa", "sumas_es"], "fr") and not harness.shipped_asked(["sumas_es"], "fr")
+    with pytest.raises(ValueError, match="ask for yunque_fr_qa"):
+        harness.shipped_asked(["yunque_es_qa"], "fr")
+    with pytest.raises(ValueError, match="add pipelines/languages/de/qa.toml"):
+        harness.shipped_asked(["yunque_de_qa"], "de")
+
+
 def _user_task(root: Path) -> Path:
     """A user's task directory, as for a public benchmark on disk: YAML plus a data file."""
     d = root / "mis_tareas"

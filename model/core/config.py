@@ -295,7 +295,9 @@ class EvalConfig:
     top_k: NonNegInt = 50
     top_p: Annotated[float, Field(gt=0, le=1)] = 0.95
     seed: int = 0
-    math_set: str = "es_add2"  # held-out problems only (pipelines/tasks/math_tasks.py)
+    # held-out problems only (pipelines/tasks/math_tasks.py): a level ("add2", "mixed") is the
+    # corpus' language's set ("es_add2" in Spanish); "fr_add2", "gsm_symbolic", "gsm8k" name one
+    math_set: str = "add2"
     math_problems: NonNegInt = 200
     math_file: str = ""  # a GSM8K-format jsonl, evaluated as well when given
     math_max_new_tokens: PosInt = 96  # a column-by-column worked addition is about 70 tokens
@@ -303,7 +305,8 @@ class EvalConfig:
     repetition_threshold: Fraction = 0.5  # repeated 4-gram rate of a sample that raises the alarm
     overfit_window: PosInt = 3  # evaluation points compared by the overfitting alarm
     # lm-evaluation-harness tasks run offline on every checkpoint's transformers export
-    # (stages.evaluation.harness): the shipped yunque_es_qa and the tasks of the
+    # (stages.evaluation.harness): the shipped yunque_<language>_qa (yunque_es_qa,
+    # yunque_fr_qa: the corpus' language's) and the tasks of the
     # harness_include directories (the harness's YAML with local data files); () for none
     harness: tuple[str, ...] = ()
     harness_include: tuple[str, ...] = ()

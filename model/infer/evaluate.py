@@ -6,7 +6,9 @@ answers (stages.data.domain_qa: pairs from validation documents) given their que
 chat format post-training uses (the tokens SFT would train on: the answer and its <|end|>).
 
 The validation windows are the training run's own (the same token shards, split by
-document), so the figures compare across stages that share a tokenizer.
+document), so the figures compare across stages that share a tokenizer. The math problems
+and their instruction are in the corpus' language (`language`, its pack's math.toml); a
+language without one has no math figures, and the row's `left_out` says so.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from model.core.generate import Sampling, generate
 from model.pretrain import downstream
 from model.pretrain.data import validation_batches, validation_bytes_per_token
 from model.pretrain.downstream import budget
-from pipelines.tasks import math_tasks
+from pipelines.tasks import math_tasks, packs
 
 Progress = Callable[[str], None]
 
@@ -61,15 +63,16 @@ def samples(loaded: Loaded, prompts: Sequence[str], cfg: EvalConfig) -> list[dic
 
 
 def math_accuracy(loaded: Loaded, problems: Sequence[math_tasks.MathProblem], cfg: EvalConfig,
-                  progress: Progress | None = None) -> dict:
-    """Greedy answers to chat-formatted problems, `cfg.batch_size` at a time."""
+                  progress: Progress | None = None, language: str = "es") -> dict:
+    """Greedy answers to chat-formatted problems (the instruction in `language`),
+    `cfg.batch_size` at a time."""
     tok = loaded.tokenizer
     s = Sampling(max_new_tokens=budget(loaded.model, cfg.math_max_new_tokens), stop=tok.stop_ids)
     correct = formatted = 0
     examples = []
     for start in range(0, len(problems), cfg.batch_size):
         batch = problems[start:start + cfg.batch_size]
-        prompts = [tok.encode_chat(math_tasks.prompt_for(p)) for p in batch]
+        prompts = [tok.encode_chat(math_tasks.prompt_for(p, language)) for p in batch]
         for p, out in zip(batch, generate(loaded.model, prompts, s, pad_id=tok.eot_id)):
             text = tok.decode(out)
             predicted = math_tasks.extract_answer(text)
@@ -88,7 +91,7 @@ def math_accuracy(loaded: Loaded, problems: Sequence[math_tasks.MathProblem], cf
 
 def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | None = None,
                     gsm8k: str | Path | None = None, progress: Progress | None = None,
-                    qa_pairs: Sequence[dict] = ()) -> dict:
+                    qa_pairs: Sequence[dict] = (), language: str = "es") -> dict:
     state = loaded.state
     train = state.get("train_config", {})
     shards = list(shards if shards is not None else train.get("shards", []))
@@ -112,17 +115,22 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
     row["distinct_2"] = round(sum(x["distinct_2"] for x in row["samples"]) / len(reps), 4) if reps else None
     row["repeat_4_mean"] = round(sum(reps) / len(reps), 4) if reps else None
     row["repeat_4_max"] = max(reps) if reps else None
-    sets = {cfg.math_set: math_tasks.math_eval_set(cfg.math_set, cfg.math_problems, seed=cfg.seed,
-                                                   path=cfg.math_file or None)}
-    rephrased = math_tasks.rephrased_twin(cfg.math_set)
+    if not packs.has(language, packs.MATH):  # no instruction to ask in: no math figures
+        row |= {"math": {}, "math_set": None, "math_accuracy": None, "math_problems": 0, "math_rephrased": None,
+                "left_out": packs.left_out(language, (packs.MATH,))}
+        return row
+    math_set = math_tasks.eval_set_name(cfg.math_set, language)  # "add2": the language's set ("fr_add2")
+    sets = {math_set: math_tasks.math_eval_set(math_set, cfg.math_problems, seed=cfg.seed,
+                                               path=cfg.math_file or None, language=language)}
+    rephrased = math_tasks.rephrased_twin(math_set)
     if rephrased:  # the same task in wordings no training problem uses: learned the task, or a template?
-        sets[rephrased] = math_tasks.math_eval_set(rephrased, cfg.math_problems, seed=cfg.seed)
+        sets[rephrased] = math_tasks.math_eval_set(rephrased, cfg.math_problems, seed=cfg.seed, language=language)
     gsm8k = gsm8k or cfg.math_file
     if gsm8k:
-        sets["gsm8k"] = math_tasks.read_gsm8k(gsm8k)
-    row["math"] = {name: math_accuracy(loaded, probs, cfg, progress) for name, probs in sets.items()}
-    main = row["math"]["gsm8k" if gsm8k else cfg.math_set]
-    row["math_set"] = "gsm8k" if gsm8k else cfg.math_set
+        sets["gsm8k"] = math_tasks.read_gsm8k(gsm8k, language)
+    row["math"] = {name: math_accuracy(loaded, probs, cfg, progress, language) for name, probs in sets.items()}
+    main = row["math"]["gsm8k" if gsm8k else math_set]
+    row["math_set"] = "gsm8k" if gsm8k else math_set
     row["math_accuracy"], row["math_problems"] = main["accuracy"], main["problems"]
     row["math_rephrased"] = row["math"][rephrased]["accuracy"] if rephrased else None
     return row
@@ -130,5 +138,5 @@ def evaluate_loaded(loaded: Loaded, cfg: EvalConfig, shards: Sequence[str] | Non
 
 def evaluate_checkpoint(path: str | Path | Checkpoint, cfg: EvalConfig, shards: Sequence[str] | None = None,
                         gsm8k: str | Path | None = None, progress: Progress | None = None,
-                        qa_pairs: Sequence[dict] = ()) -> dict:
-    return evaluate_loaded(load(path, device=_device()), cfg, shards, gsm8k, progress, qa_pairs)
+                        qa_pairs: Sequence[dict] = (), language: str = "es") -> dict:
+    return evaluate_loaded(load(path, device=_device()), cfg, shards, gsm8k, progress, qa_pairs, language)

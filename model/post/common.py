@@ -13,7 +13,7 @@ import torch
 from model.checkpoint.load import Loaded
 from model.core.batches import Epochs
 from model.post.config import PostRun, StageConfig
-from pipelines.tasks import post_data
+from pipelines.tasks import packs, post_data
 from pipelines.tasks.post_data import split_heldout
 
 Update = Callable[[torch.Tensor], float]  # backward, clip, optimizer step; returns the gradient norm
@@ -76,20 +76,24 @@ def frozen_copy(module: torch.nn.Module) -> torch.nn.Module:
 
 def conversations(cfg: StageConfig, run: PostRun) -> tuple[list[list[dict]], str]:
     """The stage's conversations and where they come from: the user's data file, or else
-    the built-in math set (SFT with a `mixture` in its run: sft_mixture)."""
+    the built-in math set in the run's language (SFT with a `mixture` in its run: sft_mixture)."""
     if run.data:
         return post_data.read_sft(run.data), run.data
-    return post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed), f"built-in math_sft/{cfg.math_level}"
+    if not packs.has(run.language, packs.MATH):  # the human conversations alone (the stage layer checked)
+        return [], f"no built-in math set in {run.language}"
+    return (post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed, run.language),
+            f"built-in math_sft/{cfg.math_level}")
 
 
 def sft_mixture(cfg: StageConfig, run: PostRun) -> dict[str, list[list[dict]]]:
-    """{source: conversations}: the user's file, the built-in math set, and the jsonl files
-    of `run.mixture` ({source: path}: corpus pairs, conversational turns)."""
+    """{source: conversations}: the user's file, the built-in math set (in the run's language;
+    none when its pack has no math.toml), and the jsonl files of `run.mixture` ({source:
+    path}: corpus pairs, conversational turns)."""
     sources: dict[str, list[list[dict]]] = {}
     if run.data:
         sources["data"] = post_data.read_sft(run.data)
-    if cfg.examples:
-        sources[f"math_{cfg.math_level}"] = post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed)
+    if cfg.examples and packs.has(run.language, packs.MATH):
+        sources[f"math_{cfg.math_level}"] = post_data.math_sft(cfg.examples, cfg.math_level, cfg.seed, run.language)
     for name, path in run.mixture.items():
         sources[name] = post_data.read_sft(path)
     return sources
@@ -98,7 +102,7 @@ def sft_mixture(cfg: StageConfig, run: PostRun) -> dict[str, list[list[dict]]]:
 def preferences(cfg: StageConfig, run: PostRun) -> tuple[list[post_data.Preference], str]:
     if run.data:
         return post_data.read_preferences(run.data), run.data
-    return (post_data.math_preferences(cfg.examples, cfg.math_level, cfg.seed),
+    return (post_data.math_preferences(cfg.examples, cfg.math_level, cfg.seed, run.language),
             f"built-in math_preferences/{cfg.math_level}")
 
 

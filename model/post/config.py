@@ -160,6 +160,8 @@ class PostRun:
     human: str = ""  # the human_preferences asset's pairs (reward, DPO) or conversations (SFT) jsonl
     replay_shards: list[str] = dataclasses.field(default_factory=list)  # the base model's token shards
     lineage: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # the corpus' language (YunqueConfig.language): the built-in math sets' wordings and instruction
+    language: str = "es"
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {

@@ -74,21 +74,23 @@ class _RL(Stage):
 
     def __init__(self, cfg, loaded, d, run, report):
         super().__init__(cfg, loaded, d, run, report)
+        self.language = run.language  # the prompts' instruction and the built-in problems' wordings
         if run.data:
-            self.problems, self.source = math_tasks.read_gsm8k(run.data), run.data
+            self.problems, self.source = math_tasks.read_gsm8k(run.data, run.language), run.data
         else:
-            self.problems = math_problems(cfg.examples, cfg.math_level, cfg.seed + 7)
+            self.problems = math_problems(cfg.examples, cfg.math_level, cfg.seed + 7, run.language)
             self.source = f"built-in math prompts/{cfg.math_level}"
         # the rollout must see the whole prompt and the training rows must be what was sampled
         room = loaded.config.context - cfg.max_new_tokens
-        fits = [p for p in self.problems if len(self.tok.encode_chat(math_tasks.prompt_for(p))) <= room]
+        fits = [p for p in self.problems if len(self.tok.encode_chat(math_tasks.prompt_for(p, self.language))) <= room]
         self.dropped = len(self.problems) - len(fits)
         if not fits:
             raise ValueError(f"{self.source}: no prompt fits in {room} tokens (context {loaded.config.context} "
                              f"- max_new_tokens {cfg.max_new_tokens})")
         self.problems = fits
         # a different wording of training operands: a learning signal, not the held-out test
-        self.dev = math_problems(cfg.dev_problems, cfg.math_level, cfg.seed + 99) if cfg.dev_problems else []
+        self.dev = math_problems(cfg.dev_problems, cfg.math_level, cfg.seed + 99, run.language) \
+            if cfg.dev_problems else []
         self.batches = Epochs(len(self.problems), cfg.batch_size, cfg.seed, d.rank, d.world)
         self.ref = frozen_copy(loaded.model)
 
@@ -100,7 +102,7 @@ class _RL(Stage):
 
     def _rollouts(self, step: int, copies: int) -> tuple[list[math_tasks.MathProblem], list[Rollout], dict]:
         problems = [self.problems[i] for i in self.batches.next() for _ in range(copies)]
-        prompts = [self.tok.encode_chat(math_tasks.prompt_for(p)) for p in problems]
+        prompts = [self.tok.encode_chat(math_tasks.prompt_for(p, self.language)) for p in problems]
         seed = (self.cfg.seed * 1_000_003 + step) * 64 + self.d.rank
         rolls = rollout(self.loaded.model, self.tok, prompts, self.cfg, seed)
         graded = [verifiable_reward(r.text, p.answer, self.cfg) for p, r in zip(problems, rolls)]
@@ -120,7 +122,7 @@ class _RL(Stage):
         if not self.dev:
             return {}
         r = math_accuracy(self.loaded, self.dev, EvalConfig(math_max_new_tokens=self.cfg.max_new_tokens,
-                                                            batch_size=64))
+                                                            batch_size=64), language=self.language)
         self.loaded.model.train()
         return {"dev_accuracy": r["accuracy"], "dev_format_rate": r["format_rate"]}
 

@@ -49,6 +49,8 @@ class SFT(Stage):
         self.train, dropped = fit([encode_conversation(self.tok, c) for c in train], context)
         self.held, dropped_held = fit([encode_conversation(self.tok, c) for c in held], context)
         self.dropped = dropped + dropped_held
+        if not train:
+            raise ValueError(f"{self.source}: no conversations to train on")
         if not self.train:
             raise ValueError(f"{self.source}: no conversation fits the model's context of {context} tokens")
         self.check = mask_check(self.tok, train[0], encode_conversation(self.tok, train[0]))

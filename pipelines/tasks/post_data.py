@@ -117,14 +117,15 @@ def read_preferences(path: str | Path) -> list[Preference]:
 
 # --- built-in sets from the math generators (training operands only) -------------------------
 
-def math_problems(n: int, level: str, seed: int) -> list[math_tasks.MathProblem]:
-    return math_tasks.spanish_problems(n, "train", level, seed)
+def math_problems(n: int, level: str, seed: int, language: str = "es") -> list[math_tasks.MathProblem]:
+    return math_tasks.word_problems(n, "train", level, seed, language=language)
 
 
-def math_sft(n: int, level: str = "add2", seed: int = 0) -> list[list[dict]]:
+def math_sft(n: int, level: str = "add2", seed: int = 0, language: str = "es") -> list[list[dict]]:
     """Conversations: the problem with the instruction, the worked solution as the reply."""
-    return [[*math_tasks.prompt_for(p), {"role": "assistant", "content": math_tasks.reference_completion(p)}]
-            for p in math_problems(n, level, seed)]
+    return [[*math_tasks.prompt_for(p, language),
+             {"role": "assistant", "content": math_tasks.reference_completion(p)}]
+            for p in math_problems(n, level, seed, language)]
 
 
 def _wrong_answer(answer: float, rng: random.Random) -> float:
@@ -139,14 +140,14 @@ def _wrong_answer(answer: float, rng: random.Random) -> float:
 def _slipped(p: math_tasks.MathProblem, rng: random.Random) -> str | None:
     """The worked solution with one column's sum off by one or two, carried through to a
     wrong result, as a small model gets it wrong; None for problems not worked by column."""
-    match = re.match(r"es:(\d+)([-+])(\d+):", p.id)
+    match = re.match(r"([a-z]{2}):(\d+)([-+])(\d+):", p.id)  # a generated problem: its language, its operands
     if not match:
         return None
-    a, sym, b = int(match[1]), match[2], int(match[3])
+    language, a, sym, b = match[1], int(match[2]), match[3], int(match[4])
     op = "add" if sym == "+" else "sub"
     for _ in range(10):
         delta = rng.choice((-2, -1, 1, 2))
-        work, wrong = math_tasks.column_work(op, a, b, (delta, 0) if rng.random() < 0.5 else (0, delta))
+        work, wrong = math_tasks.column_work(op, a, b, (delta, 0) if rng.random() < 0.5 else (0, delta), language)
         if wrong != p.answer and wrong > 0:
             return f"<think>{work} {a} {sym} {b} = {wrong}.</think><answer>{wrong}</answer>"
     return None
@@ -168,15 +169,16 @@ def _rejected(p: math_tasks.MathProblem, rng: random.Random) -> tuple[str, str]:
     return f"<think>{' '.join(words[:max(1, len(words) // 2)])}", kind
 
 
-def math_preferences(n: int, level: str = "add2", seed: int = 0) -> list[Preference]:
+def math_preferences(n: int, level: str = "add2", seed: int = 0, language: str = "es") -> list[Preference]:
     """Pairs: the worked solution (chosen) against one with a slipped column carried to a
     wrong result, one whose working is right but whose stated result is wrong, a reply
     without answer tags, or one cut off half way (rejected)."""
     rng = random.Random(seed)
     out = []
-    for p in math_problems(n, level, seed + 1_000):  # other wordings than the SFT set's
+    for p in math_problems(n, level, seed + 1_000, language):  # other wordings than the SFT set's
         rejected, kind = _rejected(p, rng)
-        out.append(Preference(tuple(math_tasks.prompt_for(p)), math_tasks.reference_completion(p), rejected, kind))
+        out.append(Preference(tuple(math_tasks.prompt_for(p, language)), math_tasks.reference_completion(p),
+                              rejected, kind))
     return out
 
 

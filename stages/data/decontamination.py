@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 from pipelines.data.decontamination import EvalItem, NgramIndex
 from pipelines.data.documents import REJECT_SCHEMA
-from pipelines.tasks import math_tasks
+from pipelines.tasks import math_tasks, packs
 from pipelines.tasks.harness_tasks import task_data_files
 from pipelines.tokens.token_format import HEADER, TokenShard
 from pipelines.tokens.tokenizer import file_hash
@@ -121,13 +121,15 @@ def eval_sets(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) -> tup
     domain QA candidates; the candidate pairs themselves)."""
     e = cfg.eval
     sets: dict[str, list[EvalItem]] = {}
-    for name in filter(None, [e.math_set, math_tasks.rephrased_twin(e.math_set)]):
+    # the math sets of the corpus' language ("add2" is cfg.language's); none without its math.toml
+    math_set = math_tasks.eval_set_name(e.math_set, cfg.language)
+    for name in filter(None, [math_set, math_set and math_tasks.rephrased_twin(math_set)]):
         if name != "gsm8k":
-            sets[name] = [EvalItem(name, p.id, p.question) for p in math_tasks.math_eval_set(name, e.math_problems,
-                                                                                            seed=e.seed)]
-    if e.math_file:
-        sets["gsm8k"] = [EvalItem("gsm8k", p.id, p.question) for p in math_tasks.read_gsm8k(e.math_file)]
-    pairs = heldout_pairs(store, CANDIDATE_PAIRS, shards)
+            sets[name] = [EvalItem(name, p.id, p.question) for p in math_tasks.math_eval_set(
+                name, e.math_problems, seed=e.seed, language=cfg.language)]
+    if e.math_file:  # its questions only: no text of the language is needed (language None)
+        sets["gsm8k"] = [EvalItem("gsm8k", p.id, p.question) for p in math_tasks.read_gsm8k(e.math_file, None)]
+    pairs = heldout_pairs(store, CANDIDATE_PAIRS, shards, language=cfg.language)
     sets[QA_SET] = [EvalItem(QA_SET, _qa_id(p), p["messages"][-1]["content"]) for p in pairs]
     for f in cfg.decontamination.eval_files:
         items = read_eval_file(f)
@@ -153,7 +155,7 @@ def contamination_key(cfg: YunqueConfig, versions: dict[str, str]) -> str:
     """What the report depends on: the method's settings, the evaluation sets' settings and
     files, and the token shards (their documents and split)."""
     e = cfg.eval
-    return cache_key(ASSET, CODE_VERSIONS[ASSET], cfg.section_hash("decontamination"),
+    return cache_key(ASSET, CODE_VERSIONS[ASSET], cfg.section_hash("decontamination"), cfg.section_hash("language"),
                      [e.math_set, e.math_problems, e.seed, e.math_file, list(e.harness), list(e.harness_include)],
                      _file_inputs(cfg), sorted(versions.items()))
 
@@ -211,6 +213,9 @@ def decontamination_stage(store: DataStore, versions: dict[str, str], cfg: Yunqu
             contaminated[h["shard"]][h["doc_id"]].append(f"{h['set']}:{h['item_id']}")
         report = _report(sets, checkable, hits, d, scanned, versions)
         report["domain_qa_replaced"] = replaced
+        report["language"] = cfg.language
+        if left := packs.left_out(cfg.language, (packs.MATH, packs.QA)):
+            report["left_out"] = left  # the math sets and the domain QA pairs it could not make
         report["seconds"] = round(time.perf_counter() - t0, 2)
         report["chars_scanned"] = chars
         report["index_bytes"] = index.nbytes
@@ -361,11 +366,11 @@ def training_shards(store: DataStore, versions: dict[str, str]) -> tuple[dict[st
                        if extra.get("purified_shards") else f"passed: {n} contaminated items")
 
 
-def scored_pairs(store: DataStore) -> list[dict] | None:
+def scored_pairs(store: DataStore, language: str = "es") -> list[dict] | None:
     """The held-out domain QA pairs eval_contamination chose (clean ones), when its report
-    covers the home's encoded token shards as they are now; None otherwise."""
+    covers the home's encoded token shards as they are now, in `language`; None otherwise."""
     m = store.manifest(ASSET)
-    if m is None:
+    if m is None or m["stats"]["extra"].get("language", "es") != language:
         return None
     current = {s: store.manifest(TOKEN_SHARDS, s)["key"] for s in encoded_shards(store)}
     covered = m["stats"]["extra"].get("token_shards", {})
@@ -376,9 +381,12 @@ def scored_pairs(store: DataStore) -> list[dict] | None:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def eval_pairs(store: DataStore) -> list[dict]:
+def eval_pairs(store: DataStore, language: str = "es") -> list[dict]:
     """The held-out domain QA pairs that are scored (eval_report, the evaluations during
-    training, the shipped harness task): eval_contamination's clean choice when its report
-    covers the home's shards, else (before it ran) the first held-out ones."""
-    pairs = scored_pairs(store)
-    return heldout_pairs(store, SCORED_PAIRS) if pairs is None else pairs
+    training, the shipped harness task), their questions in `language`: eval_contamination's
+    clean choice when its report covers the home's shards (in that language), else (before
+    it ran) the first held-out ones. None for a language whose pack has no qa.toml."""
+    if not packs.has(language, packs.QA):
+        return []
+    pairs = scored_pairs(store, language)
+    return heldout_pairs(store, SCORED_PAIRS, language=language) if pairs is None else pairs

@@ -9,7 +9,9 @@ is which), so a held-out answer is text the model never trained on.
                                  also appears among the training pairs (repeated
                                  boilerplate), a deterministic sample of at most `limit`
 
-A document that no token shard lists (a shard not yet encoded) is in neither.
+A document that no token shard lists (a shard not yet encoded) is in neither. The questions
+are in the corpus' language (`language`: its pack's qa.toml); a language whose pack has no
+qa.toml has no pairs (`pipelines.tasks.packs.left_out` says so).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from pipelines.tasks import packs
 from pipelines.tasks.domain_qa import QAOptions, build_pairs
 from stages.data.tokenizer import BATCH, TOKEN_SHARDS
 from stages.store.keys import cache_key
@@ -62,8 +65,11 @@ def documents(store: DataStore, split: str, shards: Sequence[str] | None = None)
                     yield {"doc_id": d["doc_id"], "shard": shard, "text": d["text"]}
 
 
-def train_pairs(store: DataStore, shards: Sequence[str] | None = None, opts: QAOptions = DEFAULT) -> list[dict]:
-    return build_pairs(documents(store, "train", shards), opts)
+def train_pairs(store: DataStore, shards: Sequence[str] | None = None, opts: QAOptions = DEFAULT,
+                language: str = "es") -> list[dict]:
+    if not packs.has(language, packs.QA):
+        return []
+    return build_pairs(documents(store, "train", shards), opts, language)
 
 
 def _answer(p: dict) -> str:
@@ -76,11 +82,13 @@ def order_key(p: dict) -> str:
 
 
 def heldout_pairs(store: DataStore, limit: int | None = None, shards: Sequence[str] | None = None,
-                  opts: QAOptions = DEFAULT, train: list[dict] | None = None) -> list[dict]:
+                  opts: QAOptions = DEFAULT, train: list[dict] | None = None, language: str = "es") -> list[dict]:
     """Pairs from validation documents whose answer is not also a training answer; with
     `limit`, a sample spread over shards and documents (ordered by a hash, not by shard)."""
-    seen = {_answer(p) for p in (train if train is not None else train_pairs(store, shards, opts))}
-    pairs = [p for p in build_pairs(documents(store, "val", shards), opts) if _answer(p) not in seen]
+    if not packs.has(language, packs.QA):
+        return []
+    seen = {_answer(p) for p in (train if train is not None else train_pairs(store, shards, opts, language))}
+    pairs = [p for p in build_pairs(documents(store, "val", shards), opts, language) if _answer(p) not in seen]
     pairs.sort(key=order_key)
     return pairs[:limit] if limit is not None else pairs
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from model.checkpoint.files import Checkpoint, weights_sha256
+from pipelines.tasks import packs
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
 from stages.data.decontamination import eval_pairs
@@ -63,8 +64,10 @@ def _row_key(found, cfg: YunqueConfig, qa_key: str = "", harness_key: str = "") 
     shards = found.state().get("train_config", {}).get("shards", [])
     inputs = {s: _file_hash(Path(s) / "header.json") for s in shards}
     math_file = _file_hash(cfg.eval.math_file) if cfg.eval.math_file else ""
+    # the corpus' language: the math problems', their instruction's and the questions' (pipelines/languages)
     return cache_key(EVAL_CODE_VERSION, weights_sha256(found.path), dataclasses.asdict(cfg.eval), inputs, math_file,
-                     qa_key, *([harness_key] if harness_key else []))  # no harness: the keys rows had before it
+                     qa_key, *([harness_key] if harness_key else []),  # no harness: the keys rows had before it
+                     cfg.section_hash("language"))
 
 
 def _read_row(path: Path) -> dict | None:
@@ -88,13 +91,19 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
             progress(f"not evaluated: {why}")
     out = store.dir(EVAL_REPORT)
     (out / "rows").mkdir(parents=True, exist_ok=True)
-    qa_pairs = eval_pairs(store)  # from validation documents only, clean once eval_contamination ran
+    # from validation documents only, clean once eval_contamination ran; none without the language's qa.toml
+    qa_pairs = eval_pairs(store, cfg.language)
+    if (left := packs.left_out(cfg.language)) and progress:
+        progress(left)  # the one line: what this language's pack lacks, and what is left out for it
     include, harness_key = [], ""
-    if harness.SHIPPED in cfg.eval.harness and not harness.shipped_items(qa_pairs):
-        raise FileNotFoundError(f"eval.harness asks for {harness.SHIPPED}, made from the held-out domain QA pairs, "
-                                f"and this home has {len(qa_pairs)} (at least {harness.CHOICES} are needed)")
+    asked = harness.shipped_asked(cfg.eval.harness, cfg.language)
+    if asked and not harness.shipped_items(qa_pairs):
+        raise FileNotFoundError(f"eval.harness asks for {harness.shipped(cfg.language)}, made from the held-out "
+                                f"domain QA pairs, and this home has {len(qa_pairs)} (at least {harness.CHOICES} "
+                                "are needed)")
     if cfg.eval.harness:  # the shipped task from these pairs, and the user's task directories
-        include = [harness.write_shipped_task(qa_pairs, out / "harness"), *map(Path, cfg.eval.harness_include)]
+        shipped = [harness.write_shipped_task(qa_pairs, out / "harness", cfg.language)] if asked else []
+        include = [*shipped, *map(Path, cfg.eval.harness_include)]
         harness_key = harness.inputs_key(include, cfg.eval.harness)
     rows, reused = {}, []
     config = cfg.to_dict()
@@ -108,7 +117,8 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
         if fresh:
             if progress:
                 progress(f"evaluating {stage} ({ckpt.path})")
-            row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress, qa_pairs=qa_pairs) | {"eval_key": key}
+            row = evaluate_checkpoint(ckpt, cfg.eval, progress=progress, qa_pairs=qa_pairs,
+                                      language=cfg.language) | {"eval_key": key}
             if cfg.eval.harness:
                 if progress:
                     progress(f"lm-evaluation-harness on {stage}: {', '.join(cfg.eval.harness)}")
@@ -125,6 +135,8 @@ def evaluate_all(store: DataStore, cfg: YunqueConfig, progress: Callable[[str], 
     report = eval_report.build(rows, records, cfg.eval.overfit_window, cfg.eval.repetition_threshold)
     history = [r for r in map(_read_row, sorted((out / "rows").glob("*.json"))) if r]
     report["across_seeds"] = seed_spread.spread(history, recipes, scored_with)
+    if left:
+        report["left_out"] = left
     paths = eval_report.write(report, records, out)
     store.publish(EVAL_REPORT)
     return {"report": report, "paths": paths, "reused": reused, "skipped": skipped,

@@ -7,11 +7,12 @@ have on disk, docs/evaluation.md says how). Nothing is downloaded: the Hugging F
 libraries run offline, their dataset cache lives in a scratch directory that is removed
 afterwards, and a task whose data is not on disk fails with the harness's error.
 
-The shipped task, `yunque_es_qa`, is made from the corpus: multiple choice over the
-held-out domain QA pairs (the clean ones eval_report scores), each question with its own
-answer and three other pairs' answers (chosen by a hash, so the task is the same for the
-same pairs), scored by log-likelihood (acc, and acc_norm by the answer's length in
-bytes), as CORE-style tasks are.
+The shipped task, `yunque_<language>_qa` (`yunque_es_qa`, `yunque_fr_qa`: `shipped(language)`,
+the corpus' language), is made from the corpus: multiple choice over the held-out domain QA
+pairs (the clean ones eval_report scores), each question with its own answer and three
+other pairs' answers (chosen by a hash, so the task is the same for the same pairs), scored
+by log-likelihood (acc, and acc_norm by the answer's length in bytes), as CORE-style tasks
+are. Its prompt ("Pregunta: ...\nRespuesta:") is the language pack's qa.toml [harness].
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -26,9 +28,11 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from pipelines.tasks import packs
 from pipelines.tasks.harness_tasks import task_data_files
 
-SHIPPED = "yunque_es_qa"
+SHIPPED = "yunque_es_qa"  # the Spanish one: shipped("es")
+SHIPPED_NAME = re.compile(r"yunque_([a-z]{2})_qa")
 CHOICES = 4
 ANSWER_CHARS = 240  # an answer's first characters: a section is long, the choice needs its start
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -37,6 +41,26 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFL
 
 class HarnessError(RuntimeError):
     """The harness could not run a task; the message names the task and the reason."""
+
+
+def shipped(language: str) -> str:
+    """The shipped task's name in `language`: yunque_es_qa, yunque_fr_qa, ..."""
+    return f"yunque_{language}_qa"
+
+
+def shipped_asked(tasks: Sequence[str], language: str) -> bool:
+    """Do `tasks` include the shipped task? Only the corpus' language's can be made: asking
+    for another language's is a ValueError that names the one to ask for (and a language
+    whose pack has no qa.toml has none: the error names the file to add)."""
+    asked = [t for t in tasks if SHIPPED_NAME.fullmatch(t)]
+    if not asked:
+        return False
+    if asked != [shipped(language)]:
+        raise ValueError(f"eval.harness asks for {', '.join(asked)}; the shipped task is made from the corpus' "
+                         f"held-out QA pairs, in its language ({language}): ask for {shipped(language)}")
+    if left := packs.left_out(language, (packs.QA,)):
+        raise ValueError(f"eval.harness asks for {shipped(language)}, made from the corpus' headings: {left}")
+    return True
 
 
 def _short(text: str) -> str:
@@ -63,18 +87,21 @@ def shipped_items(pairs: Sequence[dict]) -> list[dict]:
     return items
 
 
-def write_shipped_task(pairs: Sequence[dict], directory: Path) -> Path:
-    """The shipped task's YAML and items under `directory` (an include directory)."""
+def write_shipped_task(pairs: Sequence[dict], directory: Path, language: str = "es") -> Path:
+    """The shipped task of `language` (its YAML and items) under `directory` (an include
+    directory)."""
+    name, words = shipped(language), packs.texts(language, packs.QA)["harness"]
     directory.mkdir(parents=True, exist_ok=True)
-    data = directory / f"{SHIPPED}.jsonl"
+    data = directory / f"{name}.jsonl"
     data.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in shipped_items(pairs)), encoding="utf-8")
-    (directory / f"{SHIPPED}.yaml").write_text(
-        f"task: {SHIPPED}\n"
+    prompt = json.dumps(f"{words['question']} {{{{question}}}}\n{words['answer']}", ensure_ascii=False)
+    (directory / f"{name}.yaml").write_text(
+        f"task: {name}\n"
         "dataset_path: json\n"
         f"dataset_kwargs:\n  data_files:\n    test: {json.dumps(str(data.resolve()))}\n"
         "output_type: multiple_choice\n"
         "test_split: test\n"
-        'doc_to_text: "Pregunta: {{question}}\\nRespuesta:"\n'
+        f"doc_to_text: {prompt}\n"
         'doc_to_choice: "{{choices}}"\n'
         "doc_to_target: answer\n"
         'target_delimiter: " "\n'

@@ -137,6 +137,8 @@ def markdown(report: dict) -> str:
                   "validation document with a usable section)"]
     lines += ["", ("math_accuracy: held-out operands in the training wordings; math_rephrased: held-out operands "
                   "in wordings no training problem uses (a model that learned a template, not the task, fails it)")]
+    if report.get("left_out"):  # a language whose pack lacks the model half's files
+        lines += ["", report["left_out"]]
     if harness := sorted({t for r in report["rows"].values() for t in r.get("harness", {})}):
         lines += ["", ("<task>.acc / <task>.acc_norm: lm-evaluation-harness on the checkpoint's transformers "
                        "export, offline, zero-shot, log-likelihood of each choice (acc_norm: per byte): "

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import shutil
 from pathlib import Path
 
 from model.checkpoint.files import checksums
 from model.post.config import PostRun, SFTConfig, check
 from pipelines.config import RUNTIME, fields_with
-from pipelines.tasks import chitchat
+from pipelines.tasks import chitchat, packs
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
 from stages.data import domain_qa, human_preferences
@@ -41,6 +42,9 @@ CHAIN = {
     "ppo_model": ("ppo", "dpo_model"),
     "grpo_model": ("grpo", "ppo_model"),
 }
+
+
+log = logging.getLogger(__name__)
 
 
 class PostTrainError(PretrainError):
@@ -72,21 +76,38 @@ def replay_shards(store: DataStore, init: Path) -> list[str]:
     return [str(h) if (h / "header.json").exists() else s for h, s in zip(here, recorded)]
 
 
-def sft_sources(store: DataStore, scfg: SFTConfig, shards: list[str]) -> dict[str, list[dict]]:
-    """The SFT mixture's generated sources, as SFT jsonl records: at most `domain_qa` of
-    the corpus' question-answer pairs (train documents of `shards` only; a deterministic
-    sample spread over shards and documents), and `chitchat` conversational turns."""
+def sft_sources(store: DataStore, scfg: SFTConfig, shards: list[str], language: str = "es") -> dict[str, list[dict]]:
+    """The SFT mixture's generated sources in `language`, as SFT jsonl records: at most
+    `domain_qa` of the corpus' question-answer pairs (train documents of `shards` only; a
+    deterministic sample spread over shards and documents), and `chitchat` conversational
+    turns. A source whose pack file the language lacks (qa.toml, chat.toml) is left out."""
     out: dict[str, list[dict]] = {}
-    if scfg.domain_qa:
+    if scfg.domain_qa and packs.has(language, packs.QA):
         # the base model's shards whose document split exists (the token_shards stage writes it)
         names = sorted(set(domain_qa.encoded_shards(store)) & {Path(s).name for s in shards})
-        pairs = sorted(domain_qa.train_pairs(store, names), key=domain_qa.order_key)
+        pairs = sorted(domain_qa.train_pairs(store, names, language=language), key=domain_qa.order_key)
         if pairs:
             out["domain_qa"] = pairs[: scfg.domain_qa]
-    if scfg.chitchat:
-        turns = chitchat.records()
+    if scfg.chitchat and packs.has(language, packs.CHAT):
+        turns = chitchat.records(language)
         out["chitchat"] = [turns[i % len(turns)] for i in range(scfg.chitchat)]
     return out
+
+
+def _nothing_to_train(stage: str, language: str, data: str, generated: dict, human: dict | None) -> str | None:
+    """Why the stage would have nothing to train on in `language` (its pack lacks the files
+    of the built-in sets and no file of the user's stands in), or None."""
+    rl = stage in ("ppo", "grpo")  # its prompts' instruction is math.toml's, whoever wrote the problems
+    if packs.has(language, packs.MATH) or (data and not rl):
+        return None
+    if stage == "sft":
+        return None if generated or human else \
+            f"post.sft has nothing to train on: {packs.left_out(language)}, or give post.sft.data (a jsonl of conversations)"
+    left = packs.left_out(language, (packs.MATH,))
+    if rl:
+        return f"post.{stage} asks its math problems in the corpus' language: {left}"
+    return (f"post.{stage}'s built-in preference pairs are math problems: {left}, or give post.{stage}.data (a jsonl "
+            "of preference pairs)")
 
 
 def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
@@ -108,10 +129,15 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
         lineage["reward_model"] = {"checkpoint": str(reward), "weights_sha256": _weights(reward),
                                    "record": reward_rec}
     shards = replay_shards(store, init)
-    generated = sft_sources(store, scfg, shards) if isinstance(scfg, SFTConfig) else {}
+    generated = sft_sources(store, scfg, shards, cfg.language) if isinstance(scfg, SFTConfig) else {}
     if generated:  # what the mixture holds is part of the run: other pairs, another run
         lineage["mixture"] = {n: {"records": len(r), "sha256": domain_qa.pairs_key(r)} for n, r in generated.items()}
     human = human_preferences.for_stage(store, stage) if scfg.human_weight > 0 else None
+    if why := _nothing_to_train(stage, cfg.language, data, generated, human):
+        raise PostTrainError(why)
+    if left := packs.left_out(cfg.language):  # the one line: what the pack lacks and what is left out
+        log.warning("%s: %s", asset, left)
+        lineage["left_out"] = left
     if human:  # the ratings' version travels in the lineage: `yunque lineage` names it
         lineage["human_preferences"] = human | {"weight": scfg.human_weight}
     runtime = set(fields_with(type(scfg), RUNTIME))
@@ -121,7 +147,8 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     key = cache_key(asset, POST_CODE_VERSION, recipe, lineage["init"]["weights_sha256"],
                     lineage.get("reward_model", {}).get("weights_sha256"), data_key, lineage.get("mixture"),
                     *([{k: human[k] for k in ("version", "examples")} | {"weight": scfg.human_weight}]
-                      if human else []))
+                      if human else []),
+                    cfg.section_hash("language"))  # the built-in sets' wordings and the prompts' instruction
     root = store.dir(asset)
     root.mkdir(parents=True, exist_ok=True)
     _archive_if_changed(root, key)
@@ -133,7 +160,7 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     config = PostRun(stage=stage, train=scfg, init=str(init), out=str(root), data=data,
                      reward_model=str(reward) if reward else "", mixture=mixture, replay_shards=shards,
                      human=str(human_copy) if human else "",
-                     lineage=lineage).to_json()
+                     lineage=lineage, language=cfg.language).to_json()
     spec = RunSpec(asset, root, key, config, lineage)
     write_json(spec.config_path, config)
     write_json(root / RUN_FILE, spec.record() | {"key": key, "config": config, "lineage": lineage})

@@ -216,11 +216,11 @@ def enough_validation(store: DataStore, versions: dict[str, str], cfg: YunqueCon
         f"{max(hint, f + 0.01)} would do), lower train.batch_size or train.seq_len, or add text")
 
 
-def downstream_pairs(store: DataStore, root: Path) -> str:
+def downstream_pairs(store: DataStore, root: Path, language: str = "es") -> str:
     """The held-out domain QA pairs the evaluations during training score: the ones
     eval_report scores (eval_contamination's clean choice, else the first held-out ones),
-    written beside the run."""
-    return str(write_jsonl(eval_pairs(store), root / DOWNSTREAM_FILE))
+    their questions in the corpus' language (none without its qa.toml), written beside the run."""
+    return str(write_jsonl(eval_pairs(store, language), root / DOWNSTREAM_FILE))
 
 
 def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str = BASE_MODEL) -> RunSpec:
@@ -253,7 +253,7 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
         cont["checkpoint"] = str(moved_to / Path(cont["checkpoint"]).name)
     train |= {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
               "tokenizer": str(store.dir(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": [],
-              "downstream_qa": downstream_pairs(store, root) if t.downstream_every else ""}
+              "downstream_qa": downstream_pairs(store, root, cfg.language) if t.downstream_every else ""}
     train["mixture_shards"] = [[shard_dir[s] for s in g] for g in by_source or []]
     if cont is not None:
         train |= {"init_from": cont["checkpoint"], "start_step": cont["step"], "steps": cont["step"] + t.continuation_steps(),

@@ -111,6 +111,16 @@ def cmd_chat(args: argparse.Namespace) -> int:
         history.append({"role": "assistant", "content": tok.decode(reply)})
 
 
+def _language(args: argparse.Namespace) -> str:
+    """The language `yunque eval` asks in: --language, else the home's, else Spanish."""
+    from stages.store import home as home_settings
+    from yunque import env
+    from yunque.cli import language as cli_language
+
+    given = args.language or cli_language.named(home_settings.read(env.home_url()).overrides)
+    return cli_language.resolve(given)[0] if given else "es"
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from model.infer.evaluate import evaluate_loaded
     from stages.config import preset
@@ -121,9 +131,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     loaded = _load(args.checkpoint)
     progress = None if args.json else (lambda msg: print(msg, file=sys.stderr))
     try:
-        row = evaluate_loaded(loaded, cfg, gsm8k=args.gsm8k, progress=progress)
+        language = _language(args)
+        row = evaluate_loaded(loaded, cfg, gsm8k=args.gsm8k, progress=progress, language=language)
         if args.harness:
-            row["harness"] = _harness(loaded, args, progress)
+            row["harness"] = _harness(loaded, args, progress, language)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"yunque eval: {e}", file=sys.stderr)
         return 2
@@ -136,10 +147,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _harness(loaded, args: argparse.Namespace, progress) -> dict:
+def _harness(loaded, args: argparse.Namespace, progress, language: str = "es") -> dict:
     """lm-evaluation-harness on the checkpoint's transformers export, offline: the shipped
-    Spanish task made from the home's held-out domain QA pairs, and the tasks of the
-    --harness-include directories."""
+    task of the corpus' language (yunque_es_qa, yunque_fr_qa) made from the home's held-out
+    domain QA pairs, and the tasks of the --harness-include directories."""
     import tempfile
 
     from stages.data.decontamination import eval_pairs
@@ -150,13 +161,13 @@ def _harness(loaded, args: argparse.Namespace, progress) -> dict:
     tasks = [t for t in args.harness.split(",") if t]
     include = [Path(d) for d in args.harness_include]
     with tempfile.TemporaryDirectory(prefix="yunque-harness-tasks.") as scratch:
-        if harness.SHIPPED in tasks:
+        if harness.shipped_asked(tasks, language):
             store = DataStore(env.home_url())
-            pairs = eval_pairs(store)
+            pairs = eval_pairs(store, language)
             if not pairs:
-                raise ValueError(f"{harness.SHIPPED}: no held-out domain QA pairs in the home {env.home_url()} "
-                                 "(materialize token_shards, or pass --home)")
-            include.append(harness.write_shipped_task(pairs, Path(scratch)))
+                raise ValueError(f"{harness.shipped(language)}: no held-out domain QA pairs in the home "
+                                 f"{env.home_url()} (materialize token_shards, or pass --home)")
+            include.append(harness.write_shipped_task(pairs, Path(scratch), language))
         if progress:
             progress(f"lm-evaluation-harness: {', '.join(tasks)} (offline)")
         return harness.on_checkpoint(loaded.checkpoint.path, tasks, include, args.harness_limit)
@@ -211,9 +222,12 @@ def add_commands(sub) -> None:
     e.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
                    help="evaluation settings of this preset")
     e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.add_argument("--language", metavar="CODE", help="the language of the math problems, their instruction and the "
+                                                      "shipped harness task (default: the home's, else es)")
     e.add_argument("--harness", default="", help="comma-separated lm-evaluation-harness tasks, run offline on the "
-                                                 "checkpoint's transformers export (yunque_es_qa: the shipped Spanish "
-                                                 "task, from the home's held-out domain QA pairs)")
+                                                 "checkpoint's transformers export (yunque_es_qa, yunque_fr_qa, ...: "
+                                                 "the shipped task in the corpus' language, from the home's held-out "
+                                                 "domain QA pairs)")
     e.add_argument("--harness-include", action="append", default=[],
                    help="a directory of harness task YAML with local data files (repeatable)")
     e.add_argument("--harness-limit", type=int, default=0, help="items per harness task (default: all)")
