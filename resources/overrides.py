@@ -22,6 +22,8 @@ import dagster as dg
 from pydantic import Field, create_model
 
 from model.core.config import PRESETS as MODEL_PRESETS
+from pipelines import languages
+from pipelines.config import LanguageCode
 from stages.config import PRESETS, YunqueConfig
 
 PresetName = enum.Enum("PresetName", {p: p for p in PRESETS}, type=str)
@@ -34,6 +36,8 @@ def _choices(name: str, values: tuple[str, ...]) -> type[enum.Enum]:
 
 def _field_type(hint: Any, name: str) -> Any:
     """The Dagster-config type of one leaf's type hint."""
+    if hint == LanguageCode:  # the supported codes, a choice in the launchpad
+        return _choices(name, languages.codes())
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Annotated:
         return _field_type(args[0], name)

@@ -107,3 +107,18 @@ def test_a_corpus_in_another_language_warns_per_shard_and_fails_with_one_line(tm
     for shard in ("guide", "aide"):
         assert (f"filtered_documents[{shard}]:in_corpus_language: WARN shard {shard}: 6 of 6 documents (100%) "
                 f"dropped as langid:other_language; fastText says fr for 6 of them; the run keeps es") in out, out
+
+
+def test_the_language_keys_of_the_overrides_are_saved_as_codes() -> None:
+    """The home keeps "fr", whatever the user wrote: the launchpad's choice is the codes."""
+    from resources.overrides import ConfigOverrides
+    from yunque.cli.language import with_language
+
+    out, lines = with_language({"language": "FR", "train.steps": 3}, None, {})
+    assert out == {"language": "fr", "train": {"steps": 3}} and lines == ["language 'FR' is read as 'fr' (French)"]
+    out, lines = with_language({"filters.language": "fr_FR", "langid.language": "fr"}, None, {})
+    assert out == {"filters": {"language": "fr"}, "langid": {"language": "fr"}}
+    assert lines == ["filters.language 'fr_FR' is read as 'fr' (French)"]
+    assert ConfigOverrides.model_validate(out).filters.language.value == "fr"
+    # no language given: the home's is kept
+    assert with_language({}, None, {"language": "fr"}) == ({"language": "fr"}, [])

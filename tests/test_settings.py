@@ -10,7 +10,7 @@ import sys
 import dagster as dg
 import pytest
 
-from resources.overrides import as_dict
+from resources.overrides import ConfigOverrides, as_dict
 from resources.settings import YunqueSettings
 
 
@@ -100,3 +100,17 @@ def test_importing_the_code_location_reads_no_settings_loading_it_does(tmp_path)
                           timeout=120)
     assert done.stdout.startswith("imported"), done.stderr[-2000:]
     assert done.returncode != 0 and "yunque.json" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_launchpad_offers_the_supported_languages():
+    """`language` (and its two advanced forms) is a choice of the packs' codes."""
+    import pydantic
+
+    from pipelines import languages
+
+    got = ConfigOverrides.model_validate({"language": "fr", "langid": {"language": "fr"}})
+    assert as_dict(got) == {"language": "fr", "langid": {"language": "fr"}}
+    enum = type(got.language)
+    assert sorted(e.value for e in enum) == sorted(languages.codes())
+    with pytest.raises(pydantic.ValidationError):
+        ConfigOverrides.model_validate({"language": "fr_FR"})

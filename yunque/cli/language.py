@@ -64,7 +64,24 @@ def with_language(overrides: dict[str, Any], flag: str | None, saved: dict[str, 
         out["language"] = code
     elif named(out) is None and (kept := named(saved)) is not None:
         out["language"] = resolve(kept)[0]
-    return out, lines
+    return _normalised(out, lines), lines
+
+
+def _normalised(overrides: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+    """Every language key of the overrides as its supported code (the home keeps "fr", not
+    "fr_FR": the launchpad offers the codes as a choice), a line for each one rewritten."""
+    from stages.config import nest
+
+    if not any(k.split(".")[0] in ("language", "filters", "langid") for k in overrides):
+        return overrides
+    nested = nest(overrides)
+    for section, node in (("", nested), ("filters.", nested.get("filters")), ("langid.", nested.get("langid"))):
+        if isinstance(node, dict) and isinstance(node.get("language"), str):
+            code, note = resolve(node["language"])
+            if note and note not in lines:
+                lines.append(f"{section}{note}")
+            node["language"] = code
+    return nested
 
 
 def sample_folder(language: str) -> str:
