@@ -210,7 +210,7 @@ class IntegrityConfig:
     enabled: bool = False
     min_stop_word_share: Fraction = 0.15
     max_foreign_word_share: Fraction = 0.02
-    # word salad: determiners followed by a function word (prose <= 0.07, shuffles >= 0.15)
+    # word salad: determiners followed by a function word (held-out prose <= 0.05, shuffles >= 0.15)
     max_determiner_function_share: Fraction = 0.12
     min_determiners: PosInt = 10  # fewer: too few to judge, the rule passes
 
