@@ -112,13 +112,17 @@ def test_a_corpus_in_another_language_warns_per_shard_and_fails_with_one_line(tm
 def test_the_language_keys_of_the_overrides_are_saved_as_codes() -> None:
     """The home keeps "fr", whatever the user wrote: the launchpad's choice is the codes."""
     from resources.overrides import ConfigOverrides
+    from stages.config import nest
     from yunque.cli.language import with_language
 
     out, lines = with_language({"language": "FR", "train.steps": 3}, None, {})
-    assert out == {"language": "fr", "train": {"steps": 3}} and lines == ["language 'FR' is read as 'fr' (French)"]
-    out, lines = with_language({"filters.language": "fr_FR", "langid.language": "fr"}, None, {})
-    assert out == {"filters": {"language": "fr"}, "langid": {"language": "fr"}}
+    assert out == {"language": "fr", "train.steps": 3} and lines == ["language 'FR' is read as 'fr' (French)"]
+    out, lines = with_language({"filters.language": "fr_FR", "langid": {"language": "fr", "threshold": 0.5}}, None, {})
+    assert out == {"filters.language": "fr", "langid": {"language": "fr", "threshold": 0.5}}
     assert lines == ["filters.language 'fr_FR' is read as 'fr' (French)"]
-    assert ConfigOverrides.model_validate(out).filters.language.value == "fr"
+    assert ConfigOverrides.model_validate(nest(out)).filters.language.value == "fr"
+    # the form is kept: a home whose overrides are dotted stays dotted, run after run
+    saved = {"train.steps": 3, "language": "es"}
+    assert with_language({"train.steps": 3}, None, saved) == (saved, [])
     # no language given: the home's is kept
     assert with_language({}, None, {"language": "fr"}) == ({"language": "fr"}, [])

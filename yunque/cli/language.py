@@ -69,19 +69,22 @@ def with_language(overrides: dict[str, Any], flag: str | None, saved: dict[str, 
 
 def _normalised(overrides: dict[str, Any], lines: list[str]) -> dict[str, Any]:
     """Every language key of the overrides as its supported code (the home keeps "fr", not
-    "fr_FR": the launchpad offers the codes as a choice), a line for each one rewritten."""
-    from stages.config import nest
-
-    if not any(k.split(".")[0] in ("language", "filters", "langid") for k in overrides):
-        return overrides
-    nested = nest(overrides)
-    for section, node in (("", nested), ("filters.", nested.get("filters")), ("langid.", nested.get("langid"))):
-        if isinstance(node, dict) and isinstance(node.get("language"), str):
-            code, note = resolve(node["language"])
-            if note and note not in lines:
-                lines.append(f"{section}{note}")
-            node["language"] = code
-    return nested
+    "fr_FR": the launchpad offers the codes as a choice), a line for each one rewritten. The
+    overrides keep their form (dotted or nested): a home's settings that only change form
+    would read as changed."""
+    out = dict(overrides)
+    places: list[tuple[dict[str, Any], str, str]] = [(out, k, k) for k in LANGUAGE_KEYS if k in out]
+    for section in ("filters", "langid"):
+        if isinstance(out.get(section), dict) and "language" in out[section]:
+            out[section] = dict(out[section])
+            places.append((out[section], "language", f"{section}.language"))
+    for node, key, name in places:
+        if isinstance(node[key], str):
+            code, note = resolve(node[key])
+            if note:
+                lines.append(note if name == "language" else f"{name.rsplit('.', 1)[0]}.{note}")
+            node[key] = code
+    return out
 
 
 def sample_folder(language: str) -> str:
