@@ -58,8 +58,8 @@ def in_corpus_language(store, shard: str, cfg) -> dg.AssetCheckResult:
     if not found.mostly_other:
         return dg.AssetCheckResult(passed=True, description=found.line(), metadata=md)
     return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=md,
-                               description=f"WARN {found.line()}: is the corpus in {found.found}? "
-                                           f"(`yunque run --language {found.found}` on a new home)")
+                               description=f"WARN {found.line()}; if the corpus is in {found.found}, run "
+                                           f"`yunque run --language {found.found}` on a new home")
 
 
 def every_document_once(store, shard: str) -> dg.AssetCheckResult:
