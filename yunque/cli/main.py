@@ -195,8 +195,8 @@ def _settings(args: argparse.Namespace, home: Path, overrides: dict):
     existed = home_settings.exists(url)
     saved = home_settings.read(url)
     overrides, lines = cli_language.with_language(overrides, args.language, saved.overrides)
-    language = cli_language.named(overrides)
-    sample = home / cli_language.sample_folder(cli_language.resolve(language)[0] if language else "es")
+    # with_language wrote every language key as its code: the sample's language is it
+    sample = home / cli_language.sample_folder(cli_language.named(overrides) or "es")
     corpus = args.corpus or saved.corpus or str(sample)
     new = dataclasses.replace(saved, corpus=corpus, preset=args.preset, overrides=overrides,
                               s3_endpoint=args.s3_endpoint or saved.s3_endpoint)
@@ -235,7 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     language = cli_language.named(chosen.overrides)
-    sample_language = cli_language.resolve(language)[0] if language else "es"
+    sample_language = language or "es"
     if chosen.corpus == str(home / cli_language.sample_folder(sample_language)) and not Path(chosen.corpus).exists():
         print(f"no corpus given and no sample corpus in {chosen.corpus}: fetching it first")
         if rc := _fetch(Path(chosen.corpus), sample_language):
