@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.factory import add_shard, write_two_shards
 from tests.fault_runs import (
     SELECT,
@@ -400,3 +402,19 @@ def test_a_failure_raised_from_a_raw_error_is_what_the_line_says(tmp_path):
     assert report.error == "trained: trained: killed (SIGKILL): the OOM killer, or kill -9\n(records in x)"
     assert follower._cause(retry.event_log_entry.dagster_event.step_retry_data.error) == \
         "trained: killed (SIGKILL): the OOM killer, or kill -9"
+
+
+def test_a_ctrl_c_while_a_child_is_spawned_waits_for_its_handle():
+    """`yunque ui` and `yunque run` spawn the webserver and the daemon under
+    `interrupts_held`: a Ctrl-C landing inside Popen is raised once the handle is kept, so
+    the `finally` that stops the children sees this one too (CI once left a webserver
+    running after a Ctrl-C that came while it was being spawned)."""
+    from assets.instance.daemon import interrupts_held
+
+    kept = []
+    with pytest.raises(KeyboardInterrupt), interrupts_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # the default handler would have raised by now
+        kept.append("handle")
+    assert kept == ["handle"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

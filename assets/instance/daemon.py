@@ -24,6 +24,7 @@ instance. A daemon someone else runs is trusted on its heartbeat alone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -84,6 +86,25 @@ def serving(instance: dg.DagsterInstance) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) that lands inside the block and raise it as KeyboardInterrupt
+    when the block ends. Around spawning a child and keeping its handle: raised inside
+    Popen, it left a child nobody would stop (a webserver outliving `yunque ui`, seen in
+    CI). Outside the main thread, where no handler can be set, it holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, _: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if held:
+        raise KeyboardInterrupt
+
+
 def start(log: Path, env: dict[str, str] | None = None, backfills_only: bool = False) -> subprocess.Popen:
     """Our daemon as a child process in its own session (so that Ctrl-C in the terminal
     reaches the CLI, which then stops it in order), its output in `log`; with
@@ -129,8 +150,15 @@ def start_unless_serving(instance: dg.DagsterInstance, log: Path, backfills_only
     with home_lock("daemon"):
         if serving(instance):
             return None
-        proc = start(log, backfills_only=backfills_only)
-        wait_serving(instance, proc, log)
+        proc = None
+        try:
+            with interrupts_held():
+                proc = start(log, backfills_only=backfills_only)
+            wait_serving(instance, proc, log)
+        except BaseException:  # Ctrl-C while it starts, or it never served: it must not run on
+            if proc is not None:
+                stop(proc, instance)
+            raise
         return proc
 
 

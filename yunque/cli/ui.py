@@ -92,21 +92,21 @@ def cmd_ui(args: argparse.Namespace) -> int:
     logs = Path(instance.root_directory)
     procs: list[subprocess.Popen] = []
     try:
-        if own := daemon.start_unless_serving(instance, logs / "daemon.log"):
-            procs.append(own)
-    except RuntimeError as e:
-        print(f"yunque ui: {e}", file=sys.stderr)
-        return 1
-    if not procs and (warning := _other_daemon(daemon.serving_record(instance))):
-        print(f"yunque ui: {warning}", file=sys.stderr)
-    webserver = Path(sys.executable).with_name("dagster-webserver")
-    with open(logs / "webserver.log", "a") as out:
-        procs.append(subprocess.Popen([str(webserver), "-h", args.host, "-p", str(args.port), *daemon.CODE_LOCATION],
-                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                      env={**os.environ}))
-    print(f"Dagster UI for {home}: http://{args.host}:{args.port} (logs in {logs}/webserver.log, daemon.log); "
-          "Ctrl-C stops it", flush=True)
-    try:
+        try:
+            if own := daemon.start_unless_serving(instance, logs / "daemon.log"):
+                procs.append(own)
+        except RuntimeError as e:
+            print(f"yunque ui: {e}", file=sys.stderr)
+            return 1
+        if not procs and (warning := _other_daemon(daemon.serving_record(instance))):
+            print(f"yunque ui: {warning}", file=sys.stderr)
+        webserver = Path(sys.executable).with_name("dagster-webserver")
+        with open(logs / "webserver.log", "a") as out, daemon.interrupts_held():
+            procs.append(subprocess.Popen([str(webserver), "-h", args.host, "-p", str(args.port),
+                                           *daemon.CODE_LOCATION], stdout=out, stderr=subprocess.STDOUT,
+                                          start_new_session=True, env={**os.environ}))
+        print(f"Dagster UI for {home}: http://{args.host}:{args.port} (logs in {logs}/webserver.log, daemon.log); "
+              "Ctrl-C stops it", flush=True)
         ticks = 0
         while all(p.poll() is None for p in procs):
             time.sleep(1)
@@ -123,7 +123,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
         stop(procs)
         if any("assets.instance.daemon" in p.args for p in procs):
             daemon.forget(instance)
-
 
 def stop(procs: list[subprocess.Popen], grace_s: float = 20) -> None:
     """Each child in its own session: SIGTERM (the webserver's uvicorn and the daemon both
