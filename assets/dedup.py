@@ -25,7 +25,7 @@ INDEX_CONDITION = (
 DEDUPED_CONDITION = (
     changed_deps(ignore=("filtered_documents",)).since_last_handled() & no_dep_requested()
     & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress()
-).with_label("dedup_index changed")
+).with_label("dedup_index or quality_model changed")
 
 SIGNATURES = dg.AssetKey("minhash_signatures")
 
@@ -55,15 +55,34 @@ def dedup_index(context: dg.AssetExecutionContext, settings: YunqueSettings,
         raise dg.Failure(cause)  # a data half that keeps nothing never ends as a success
     stats = dedup_index_stage(store, chosen.ready, cfg)
     return stage_result(stats, None, None, path=dg.MetadataValue.path(str(store.dir("dedup_index"))),
-                        pending_shards=dg.MetadataValue.json(pending))
+                        pending_shards=dg.MetadataValue.json(pending), **_personal_data(store, chosen.ready, cfg))
 
 
-@dg.asset(partitions_def=shards, deps=[dg.AssetKey("filtered_documents"), dedup_index],
+def _personal_data(store, shards: list[str], cfg) -> dict[str, object]:
+    """The corpus' personal-data totals (a table, `pii_total/<kind>` numbers) and a per-shard plot."""
+    import tempfile
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from assets.metadata import image
+    from stages.reports.personal_data import corpus_pii, plot
+
+    found = corpus_pii(store, shards)
+    md: dict[str, object] = {"personal_data": dg.MetadataValue.md(found.markdown(asdict(cfg.pii))),
+                             **{f"pii_total/{k}": n for k, n in found.totals.items()}}
+    with tempfile.TemporaryDirectory() as tmp:  # the PNG lives on in the metadata, inlined
+        if (png := plot(found, Path(tmp) / "pii.png")) is not None:
+            md["personal_data_per_shard"] = image(png, "personal data per shard")
+    return md
+
+
+@dg.asset(partitions_def=shards, deps=[dg.AssetKey("filtered_documents"), dedup_index, dg.AssetKey("quality_model")],
           code_version=CODE_VERSIONS["deduped_documents"], group_name="data", kinds={"parquet"},
           automation_condition=DEDUPED_CONDITION, backfill_policy=LIGHT_POLICY, output_required=False,
           check_specs=shard_checks.SPECS)
 def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSettings) -> Iterator[object]:
-    """The shard's kept documents: filtered minus near-duplicates and repeated paragraphs.
+    """The shard's kept documents: filtered minus what quality_model scores below its
+    threshold, near-duplicates and repeated paragraphs.
     In batches four times the chain's (`assets.batch.LIGHT_POLICY`: light work per shard,
     and a policy other than its parent's and child's keeps Dagster from putting it in
     their runs, where it would wait on outputs a batch step does not yield).
@@ -73,6 +92,7 @@ def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSetting
     fails and says what to materialize first."""
     from assets.metadata import stage_metadata
     from stages.data.dedup import StaleIndexError, deduped_stage
+    from stages.data.quality import StaleQualityError
 
     store, cfg = settings.store(), settings.data_config()
     checks = {spec.name: spec for spec in shard_checks.SPECS
@@ -88,12 +108,15 @@ def deduped_documents(context: dg.AssetExecutionContext, settings: YunqueSetting
                 "Materialize "
                 f"minhash_signatures[{shard}], then dedup_index, then this partition again (the automation sensor "
                 "does it in that order).") from e
+        except StaleQualityError as e:
+            raise dg.Failure(f"deduped_documents[{shard}]: {e} (the automation sensor does it after "
+                             f"filtered_documents[{shard}]), then this partition again.") from e
         if stats.docs_out == 0:
             context.log.warning(f"{shard}: no document left to keep after dedup ({stats.docs_in} in, "
                                 f"drops {stats.drops}); materialized with zero rows")
         md = stage_metadata(stats, store.part("deduped_documents", shard), store.rejected(shard, "dedup"))
         yield events.materialization("deduped_documents", shard, md, stats.key, CODE_VERSIONS["deduped_documents"],
-                                     {"filtered_documents": shard, "dedup_index": None})
+                                     {"filtered_documents": shard, "dedup_index": None, "quality_model": None})
         results = []
         if "every_document_once" in checks:
             results.append(("every_document_once", shard_checks.every_document_once(store, shard), True))

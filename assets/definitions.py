@@ -13,6 +13,7 @@ from assets import (
     ingest,
     post_training,
     promotion,
+    quality,
     token_checks,
     tokens,
     training,
@@ -30,7 +31,7 @@ from stages.store.env import home_url
 
 telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
-ASSETS = dg.load_assets_from_modules([ingest, dedup, tokens, decontamination, training, feedback, post_training,
+ASSETS = dg.load_assets_from_modules([ingest, dedup, quality, tokens, decontamination, training, feedback, post_training,
                                       evaluation, promotion])
 CHECKS = dg.load_asset_checks_from_modules([checks, token_checks, decontamination, promotion])
 

@@ -22,7 +22,9 @@ DESCRIPTIONS = {
          "records become rejections with the file, line and reason. The metadata carries the shard's `fingerprint` "
          "(its files' names, sizes and versions: mtime on disk, ETag on S3).",
     CLEAN: "HTML to text with boilerplate removal, mojibake repair, Unicode normalisation.",
-    FILTERED: "Documents in the target language that pass every quality rule; each rejected one is kept in "
+    FILTERED: "Documents in the target language that pass every quality rule, personal data replaced by typed "
+              "placeholders (`<EMAIL>`, `<PHONE>`, ...; `pii/<kind>` counts per shard, never values); each rejected "
+              "one is kept in "
               "rejected_documents with its rule. The materialization shows, per rule, a text histogram of its "
               "metric with the threshold (`yunque inspect filters --plot DIR` draws them as PNGs), kept and "
               "dropped counts, and a sample of the documents it rejected (`yunque inspect rejected` prints the "
@@ -41,7 +43,7 @@ def _spec(asset: str, parent: str | None) -> dg.AssetSpec:
 def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
                     settings: YunqueSettings) -> Iterator[object]:
     """Read, clean, filter and sign each shard of the run (the selected stages of the four)."""
-    from assets.metadata import filter_report_metadata, stage_metadata
+    from assets.metadata import filter_report_metadata, pii_metadata, stage_metadata
     from stages.data.dedup import minhash_stage
     from stages.data.ingest import clean_stage, filter_stage, read_stage
     from stages.reports.filters.report import shard_report
@@ -50,7 +52,16 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
     store, cfg = settings.store(), settings.data_config()
     source = corpus.open() if RAW in selected else None
     events = ShardEvents(context)
-    reported: dict[tuple[str, str], str] = {}  # (asset, shard) -> the data version this step reported
+    reported: dict[tuple[str, str], str] = {}
+    hiding: list = []  # the redactor, built when a preview first needs it
+
+    def hide(text: str) -> str:  # the previews of raw and clean documents, which hold the corpus as read
+        if not hiding:
+            from stages.data.personal_data import redactor
+
+            hiding.append(redactor(cfg))
+        return hiding[0].redact(text).text
+  # (asset, shard) -> the data version this step reported
     check_language = shard_checks.IN_CORPUS_LANGUAGE.key in context.selected_asset_check_keys
 
     def report(asset: str, shard: str, stats, **extra) -> dg.AssetMaterialization:
@@ -58,7 +69,7 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
         known = {parent: reported[parent, shard]} if (parent, shard) in reported else None
         rejected = {RAW: "read", CLEAN: "clean", FILTERED: "filter"}.get(asset)
         md = stage_metadata(stats, store.part(asset, shard), store.rejected(shard, rejected) if rejected else None,
-                            **extra)
+                            redact=hide if asset in (RAW, CLEAN) else None, **extra)
         reported[asset, shard] = stats.key
         return events.materialization(asset, shard, md, stats.key, CODE_VERSIONS[asset],
                                       {parent: shard} if parent else {}, known)
@@ -77,7 +88,8 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
         if FILTERED in selected:
             stats = filter_stage(store, shard, cfg)
             found = shard_report(store, shard)
-            yield report(FILTERED, shard, stats, **(filter_report_metadata(found) if found is not None else {}))
+            yield report(FILTERED, shard, stats, **pii_metadata(stats),
+                         **(filter_report_metadata(found) if found is not None else {}))
             if check_language:
                 yield from events.checks(FILTERED, shard, [
                     ("in_corpus_language", shard_checks.in_corpus_language(store, shard, cfg), False)])

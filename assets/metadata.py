@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,10 @@ def drops_markdown(drops: dict[str, int]) -> str:
     return f"| reason | documents |\n|---|---|\n{rows}"
 
 
-def preview(path: Path, n: int = 8, chars: int = 160) -> dg.TableMetadataValue | None:
+def preview(path: Path, n: int = 8, chars: int = 160,
+            redact: Callable[[str], str] | None = None) -> dg.TableMetadataValue | None:
+    """The first `n` documents, `chars` of each; `redact` first (raw and clean documents
+    hold the corpus as read: the event log must not)."""
     if not path.exists():
         return None
     import pyarrow.parquet as pq  # loaded when a stage reports, not when the code location loads
@@ -39,7 +43,7 @@ def preview(path: Path, n: int = 8, chars: int = 160) -> dg.TableMetadataValue |
     rows = []
     for batch in pf.iter_batches(batch_size=n, columns=cols):
         for r in batch.to_pylist()[:n]:
-            text = (r.get("text") or "").replace("\n", " ")
+            text = (redact(r.get("text") or "") if redact else (r.get("text") or "")).replace("\n", " ")
             rec = {"doc_id": r["doc_id"][:12], "source": r["source"], "chars": len(r.get("text") or ""),
                    "text": text[:chars]}
             if "lang" in r:
@@ -54,7 +58,7 @@ def preview(path: Path, n: int = 8, chars: int = 160) -> dg.TableMetadataValue |
 
 
 def stage_metadata(stats: StageStats, output: Path | None = None, rejected: Path | None = None,
-                   **extra: Any) -> dict[str, Any]:
+                   redact: Callable[[str], str] | None = None, **extra: Any) -> dict[str, Any]:
     """A stage's stats as materialization metadata: counts, drops, bytes, paths, a preview."""
     md: dict[str, Any] = {
         "documents_in": stats.docs_in,
@@ -76,12 +80,40 @@ def stage_metadata(stats: StageStats, output: Path | None = None, rejected: Path
         md[k] = dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v
     if output is not None:
         md["path"] = dg.MetadataValue.path(str(output))
-        if (p := preview(output)) is not None:
+        if (p := preview(output, redact=redact)) is not None:
             md["preview"] = p
     if rejected is not None:
         md["rejected_path"] = dg.MetadataValue.path(str(rejected))
     md.update(extra)
     return md
+
+
+def pii_metadata(stats: StageStats) -> dict[str, Any]:
+    """A shard's personal-data counts as numbers (`pii/email`, ...): the asset's Plots tab
+    draws each across shards. Counts only: no value is ever stored."""
+    found = stats.extra.get("pii") or {}
+    return {f"pii/{kind}": int(n) for kind, n in found.items()}
+
+
+def quality_metadata(stats: StageStats) -> dict[str, Any]:
+    """quality_model's view: the threshold, the score histogram with it (text, like the
+    rules' histograms), and what the held-out part says it catches and costs."""
+    extra = stats.extra
+    if not extra.get("enabled", True):
+        return {"learned_quality": dg.MetadataValue.md(f"Off for this corpus: {extra.get('off_because', '')}")}
+    h = extra["score_histogram"]
+    peak = max(h["counts"]) or 1
+    lines = [(f"Scores of {sum(h['counts']):,} filtered documents (P(good)); dropped below "
+             f"**{extra['threshold']:.3f}**: {stats.rejected:,}"), "", "```"]
+    for lo, hi, n in zip(h["edges"], h["edges"][1:], h["counts"]):
+        mark = "<" if hi <= extra["threshold"] else " "
+        lines.append(f"{mark} {lo:.2f}-{hi:.2f} {'#' * round(40 * n / peak):<40} {n:,}")
+    lines.append("```")
+    report = extra.get("report") or {}
+    return {"threshold": float(extra["threshold"]), "retrained": bool(extra.get("retrained")),
+            "learned_quality_dropped": stats.rejected,
+            "score_histogram": dg.MetadataValue.md("\n".join(lines)),
+            "training_report": dg.MetadataValue.json(report)}
 
 
 def stage_result(stats: StageStats, output: Path | None = None, rejected: Path | None = None,

@@ -259,6 +259,7 @@ def run_ours(corpus: Corpus, home: Path, paragraphs: bool, workers: int, seed: i
     """Our dedup stages on a fresh home holding a copy of the input shards: {stage: seconds}
     and "total". The copy is made before the clock starts."""
     from stages.data.dedup import dedup_index_stage
+    from stages.data.quality import quality_stage
     from stages.store.outputs import DataStore
 
     shutil.copytree(corpus.input_dir, home / "data" / "filtered_documents")
@@ -278,6 +279,7 @@ def run_ours(corpus: Corpus, home: Path, paragraphs: bool, workers: int, seed: i
     each(_minhash)
     t1 = time.perf_counter()
     dedup_index_stage(store, shards, cfg)
+    quality_stage(store, shards, cfg)  # deduped_documents reads its decisions too (off: too few documents)
     t2 = time.perf_counter()
     each(_deduped)
     t3 = time.perf_counter()

@@ -125,6 +125,7 @@ def _deduped(home: str, shard: str) -> None:
 def direct(home: Path, corpus: Path, jobs: int) -> float:
     from stages.config import preset
     from stages.data import dedup
+    from stages.data.quality import quality_stage
     from stages.store.outputs import DataStore
 
     shards = sorted(p.name for p in corpus.iterdir() if p.is_dir())
@@ -135,6 +136,7 @@ def direct(home: Path, corpus: Path, jobs: int) -> float:
     with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
         list(pool.map(_shard_chain, [str(home)] * len(shards), [str(corpus)] * len(shards), shards, chunksize=4))
     dedup.dedup_index_stage(DataStore(home), shards, preset("tiny"))
+    quality_stage(DataStore(home), shards, preset("tiny"))
     with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
         list(pool.map(_deduped, [str(home)] * len(shards), shards, chunksize=4))
     return time.perf_counter() - t0

@@ -35,9 +35,10 @@ import bench.common  # noqa: F401  (telemetry off for the workers too)
 from bench.scale_corpus import CorpusSpec, default_shards
 
 PER_SHARD = ("read", "clean", "filter", "minhash")
-STAGES = (*PER_SHARD, "dedup_index", "deduped")
+STAGES = (*PER_SHARD, "dedup_index", "quality", "deduped")
 ASSET = {"read": "raw_documents", "clean": "clean_documents", "filter": "filtered_documents",
-         "minhash": "minhash_signatures", "dedup_index": "dedup_index", "deduped": "deduped_documents"}
+         "minhash": "minhash_signatures", "dedup_index": "dedup_index",
+         "quality": "quality_model", "deduped": "deduped_documents"}
 _print_lock = threading.Lock()
 
 
@@ -72,6 +73,10 @@ def worker(stage: str, home: str, corpus: str, shard: str | None, band: int | No
         return band_worker(store, shards_of(corpus), band) | {"base_rss_mb": base}
     elif stage == "dedup_index":
         stats = dedup.dedup_index_stage(store, shards_of(corpus), cfg)
+    elif stage == "quality":
+        from stages.data.quality import quality_stage
+
+        stats = quality_stage(store, shards_of(corpus), cfg)
     elif stage == "deduped":
         stats = dedup.deduped_stage(store, shard, cfg)
     else:
@@ -233,11 +238,13 @@ def run_n(n: int, args: argparse.Namespace) -> dict:
     for stage in STAGES:
         if stage not in args.stages:
             continue
-        say(f"{stage} ({len(shards)} shards)" if stage != "dedup_index" else "dedup_index (whole corpus)")
+        say(f"{stage} ({len(shards)} shards)" if stage not in ("dedup_index", "quality") else f"{stage} (whole corpus)")
         if stage == "dedup_index":
             bands = band_jobs(args.code)
             if bands:
                 stages["dedup_band"] = run_stage("dedup_band", bands, meas, home, corpus, logs, args.jobs, args.code)
+            jobs = [{}]
+        elif stage == "quality":
             jobs = [{}]
         else:
             jobs = [{"shard": s} for s in shards]

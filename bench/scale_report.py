@@ -11,7 +11,8 @@ from pathlib import Path
 
 LABELS = {"read": "read (raw_documents)", "clean": "clean_documents", "filter": "filtered_documents",
           "minhash": "minhash_signatures", "dedup_band": "dedup_index, per band",
-          "dedup_index": "dedup_index", "deduped": "deduped_documents"}
+          "dedup_index": "dedup_index",
+          "quality": "quality_model", "deduped": "deduped_documents"}
 
 
 def write_results(out: Path, result: dict) -> None:

@@ -77,6 +77,10 @@ PosFloat = Annotated[float, Field(gt=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 OptFraction = Annotated[float, Field(ge=0, le=1)] | None
+# A record's key (a jsonl object's or a csv header's): not blank
+RecordKey = Annotated[str, Field(min_length=1, pattern=r"\S")]
+# One character that can separate csv fields (not a quote, not a line break)
+CsvDelimiter = Annotated[str, Field(min_length=1, max_length=1, pattern='^[^"\r\n]$')]
 
 
 @section
@@ -86,6 +90,35 @@ class ReaderConfig:
     max_document_bytes: PosInt = 10_000_000
     # Share of control characters (besides \t \n \r \f) above which a file is binary.
     max_control_char_ratio: Fraction = 0.01
+    # How a record (a jsonl line, a csv or tsv row) becomes one document's text
+    # (pipelines/data/read_records.py; parquet reads its `text` column whatever these say):
+    # the values of `text_fields` in this order, then the turns of `turns_field`, joined by
+    # blank lines. A key may walk into nested objects ("ticket.subject") when the record
+    # has no key of that literal name. A field that a record lacks, or holds null, is left
+    # out; a record with none of them is rejected (`missing_text_field`, naming the keys).
+    text_fields: list[RecordKey] = field(default_factory=lambda: ["text"])
+    # A conversation kept in order: a list of turns, each an object (its role under the
+    # first of `turn_role_keys` it has, its text under the first of `turn_text_keys`) or a
+    # string, rendered "Role: text" one paragraph per turn; in a csv cell, a JSON array. A
+    # string value is taken as the conversation already written out. None: no turns.
+    turns_field: RecordKey | None = None
+    turn_role_keys: list[RecordKey] = field(default_factory=lambda: ["role", "author", "from", "speaker"])
+    turn_text_keys: list[RecordKey] = field(
+        default_factory=lambda: ["text", "body", "content", "message", "value"]
+    )
+    # The name a role is written with ({"customer": "Cliente"}); a role not listed as it is.
+    turn_roles: dict[str, str] = field(default_factory=dict)
+    # The separator of .csv files; None: the one of "," ";" tab that their header row holds
+    # most (a spreadsheet in a Spanish or French locale writes ";"). A .tsv is always tab.
+    csv_delimiter: CsvDelimiter | None = None
+
+    @model_validator(mode="after")
+    def _some_text(self):
+        if not self.text_fields and self.turns_field is None:
+            raise ValueError("text_fields is empty and turns_field is unset: a record would have no text")
+        if not self.turn_text_keys:
+            raise ValueError("turn_text_keys is empty: a turn object would have no text")
+        return self
 
 
 @section
@@ -168,16 +201,17 @@ class FineWebConfig:
     heading_max_words: PosInt = 12
 
 
-Profile = Literal["docs", "web"]
+Profile = Literal["docs", "domain", "web"]
 
 # Filter profiles, as the fields that differ from the published rules: the sections'
 # defaults (FineWeb's English rules) with the language's FineWeb-2 thresholds over them
 # (its pack, pipelines/languages/<code>/language.toml) are the `web` profile. FineWeb-2
 # tunes what depends on the language (word length, stop words, n-gram repetition, the
 # line rules' levels for web text); `docs` then changes what depends on the layout of
-# documentation, whatever its language. `docs` is for curated documentation and domain
-# text (manuals, legal, medical, support tickets), tuned on the sample corpus's Debian
-# documentation (see docs: the keep rates per shard):
+# documentation, whatever its language. `docs` is for curated documentation, tuned on the
+# sample corpus's Debian documentation (see docs: the keep rates per shard); `domain`
+# (below) for the user's own domain records (support tickets, legal text, clinical notes).
+# `docs`:
 #   * headings, menu paths, list items and hard-wrapped lines (man pages) are lines without
 #     a full stop, so the line-punctuation share and the short-line share are relaxed, and
 #     the newline-per-word ratio is FineWeb's English 0.3 (FineWeb-2's 0.12-0.2 were measured
@@ -203,6 +237,28 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         # syllable gibberish and mis-decoded pages, which no published rule catches
         "integrity": {"enabled": True},
     },
+    # `domain`: `docs`, and three changes for text a user collected (no crawl, so no web
+    # furniture for the rules below to remove), measured on tests/data/domain (tickets, BOE
+    # orders, clinical notes; see docs/data.md, "Domain records"):
+    #   * C4 keeps a line of one or two words: there it is a finding ("Dx: SCASEST.", "EVA
+    #     7/10."), a numbered item ("Uno.") or the end of a hard-wrapped sentence ("de
+    #     trabajo."), not a menu entry; under `docs` C4 cut 10 sentence ends out of the 2
+    #     legal texts it kept, and the diagnosis out of a clinical note;
+    #   * legal drafting repeats long official names verbatim ("«Declaración informativa sobre
+    #     monedas virtuales situadas en el extranjero»" 14 times in one order): duplicated
+    #     n-grams up to 0.30 of the characters at n=5 and 0.25 at n=10 (Orden HFP/886/2023
+    #     measures 0.27 and 0.19; docs allows 0.20 and 0.15);
+    #   * clinical notes are telegraphic: 11 % stop words instead of 15 % (the notes measure
+    #     0.127 to 0.34; syllable gibberish stays at most 0.107 on the held-out set).
+    "domain": {
+        "gopher_quality": {"min_doc_words": 30, "max_non_alpha_words_ratio": 0.7},
+        "gopher_repetition": {"heading_repeats": 2,
+                              "dup_n_grams": [(5, 0.3), (6, 0.29), (7, 0.28), (8, 0.27), (9, 0.26), (10, 0.25)]},
+        "c4": {"min_num_sentences": 3, "curly_bracket_scope": "line", "min_words_per_line": 1},
+        "fineweb": {"line_punct_thr": 0.03, "short_line_thr": 0.8, "heading_repeats": 2,
+                    "char_duplicates_ratio": 0.1, "new_line_ratio": 0.3},
+        "integrity": {"enabled": True, "min_stop_word_share": 0.11},
+    },
 }
 @section
 class IntegrityConfig:
@@ -213,6 +269,36 @@ class IntegrityConfig:
     # word salad: determiners followed by a function word (held-out prose <= 0.05, shuffles >= 0.15)
     max_determiner_function_share: Fraction = 0.12
     min_determiners: PosInt = 10  # fewer: too few to judge, the rule passes
+
+
+@section
+class LearnedQualityConfig:
+    """The learned quality signal (pipelines/data/quality/): a fastText classifier trained
+    on this corpus, nothing downloaded. Positives: documents every rule keeps, and the
+    user's own good examples; negatives: corruptions made from the corpus itself (shuffled
+    words, cut-up lines, sentences of other-language pages mixed in). The rules' rejections
+    and sentence-shuffled copies are measured, not trained on: both made it worse
+    (pipelines/data/quality/training.py). Its score (the probability that a document is
+    good) is judged by quality_model; deduped_documents drops what scores below the
+    threshold, as `learned_quality:score`."""
+
+    enabled: bool = True
+    # A folder of the user's good examples (any format the reader takes), added to the
+    # positives; None: the corpus' rule-passing documents alone.
+    good_examples: str | None = None
+    # None: calibrated when the classifier is trained, the score below which at most
+    # `max_good_loss` of held-out rule-passing documents fall; a number fixes it.
+    threshold: OptFraction = None
+    max_good_loss: Fraction = 0.01
+    # Documents sampled for training (positives and negatives each), spread over the shards.
+    sample_docs: PosInt = 20_000
+    # Fewer rule-passing documents than this: too few to learn what good text is here, and
+    # too few to need it; the signal is off for the corpus, and quality_model says so.
+    min_documents: PosInt = 200
+    word_ngrams: PosInt = 2  # 1 would see shuffled words as the page they came from
+    dim: PosInt = 32
+    epochs: PosInt = 10
+    seed: int = 1
 
 
 _PROFILED = ("gopher_quality", "gopher_repetition", "c4", "fineweb", "integrity")
@@ -251,6 +337,7 @@ class FilterConfig:
     c4: C4Config = field(default_factory=C4Config)
     fineweb: FineWebConfig = field(default_factory=FineWebConfig)
     integrity: IntegrityConfig = field(default_factory=IntegrityConfig)
+    learned: LearnedQualityConfig = field(default_factory=LearnedQualityConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -298,6 +385,34 @@ def apply_profile(base: FilterConfig, explicit: Mapping[str, Any]) -> FilterConf
     out = filter_profile(profile, language)
     out.calibration = base.calibration
     return out
+
+
+# What the personal-data stage does with a kind it finds: replace each value with the kind's
+# placeholder (`<EMAIL>`), reject the whole document (reason `pii:<kind>`), or leave it.
+PiiAction = Literal["redact", "drop_document", "keep"]
+
+
+@section
+class PiiConfig:
+    """Personal data (pipelines/data/pii/), found and handled in filtered_documents before
+    dedup, the tokenizer and the token arrays see the text. Per kind: an action. Counts per
+    kind are recorded per document, never the values; the rejected-documents store holds
+    redacted text too. Documentation examples (example.com, 192.0.2.0/24, private and
+    loopback networks) are never personal data."""
+
+    email: PiiAction = "redact"
+    phone: PiiAction = "redact"  # in the formats of `phone_regions`
+    national_id: PiiAction = "redact"  # DNI/NIE, NIR, NIF, codice fiscale, SSN, checked
+    iban: PiiAction = "redact"  # mod-97 checked
+    card: PiiAction = "redact"  # Luhn checked
+    ip_address: PiiAction = "redact"  # public addresses only
+    credential: PiiAction = "redact"  # key prefixes, private-key blocks, secrets beside "password", "clave"...
+    # ISO 3166 regions whose national phone formats are recognised besides international
+    # (+NN) numbers; empty: the language's countries (es: ES; fr: FR, BE, CH, ...)
+    phone_regions: list[str] = field(default_factory=list)
+    # Domains whose addresses are examples (RFC 2606 ones always are), e.g. your product's
+    # documentation domain.
+    allow_domains: list[str] = field(default_factory=list)
 
 
 @section

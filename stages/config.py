@@ -35,6 +35,7 @@ from pipelines.config import (
     LangIdConfig,
     LanguageCode,
     NonNegFloat,
+    PiiConfig,
     PosInt,
     ReaderConfig,
     TokenizerConfig,
@@ -94,6 +95,7 @@ class YunqueConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
     filters: FilterConfig = field(default_factory=FilterConfig)
+    pii: PiiConfig = field(default_factory=PiiConfig)  # personal data, handled before dedup
     langid: LangIdConfig = field(default_factory=LangIdConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -263,7 +265,7 @@ def _deep_update(target: dict[str, Any], new: dict[str, Any]) -> None:
 
 # Maps whose keys are the user's names, not fields: an override may add an entry
 # (`{"cost.devices.mi300x": {"peak_tflops": 1307, ...}}`), and an entry's fields merge.
-OPEN_MAPS = {("cost", "devices")}
+OPEN_MAPS = {("cost", "devices"), ("reader", "turn_roles")}
 
 
 def _merge(tree: dict[str, Any], overrides: dict[str, Any], path: tuple[str, ...]) -> None:

@@ -65,6 +65,7 @@ def _run_stages(corpus: Path, home: Path) -> None:
     from pipelines.data.corpus import list_shards, open_corpus
     from stages.config import preset
     from stages.data import dedup, ingest
+    from stages.data.quality import quality_stage
     from stages.store.outputs import DataStore
 
     cfg, store = preset("tiny"), DataStore(home)
@@ -76,6 +77,7 @@ def _run_stages(corpus: Path, home: Path) -> None:
         ingest.filter_stage(store, sh.key, cfg)
         dedup.minhash_stage(store, sh.key, cfg)
     dedup.dedup_index_stage(store, [s.key for s in shards], cfg)
+    quality_stage(store, [s.key for s in shards], cfg)
     for sh in shards:
         dedup.deduped_stage(store, sh.key, cfg)
 

@@ -14,9 +14,10 @@ import pytest
 from tests.factory import write_two_shards
 
 
-def yunque(*args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+def yunque(*args: str, env: dict | None = None, stdin: str | None = None,
+           timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "yunque.cli", *args], check=False, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=600, input=stdin)
+                          env={**os.environ, **(env or {})}, timeout=timeout, input=stdin)
 
 
 def test_run_select_and_outputs(tmp_path):

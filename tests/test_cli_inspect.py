@@ -77,3 +77,42 @@ def test_a_home_on_s3_from_an_empty_cache(s3_server, tmp_path, monkeypatch):
     assert out.returncode == 0, out.stderr
     assert "english.txt" in out.stdout
     assert (tmp_path / "machine-b" / "data" / "rejected_documents" / "manuales" / "filter.parquet").exists()
+
+
+def test_inspect_pii_shows_counts_and_masked_values_never_the_values(tmp_path):
+    """A shard with planted values through the real read, clean and filter stages: the
+    kept text holds placeholders, `yunque inspect pii` the totals and each value masked in
+    its redacted context, and no value anywhere in what it prints or the home stores
+    (beside the as-read copies)."""
+    import pyarrow.parquet as pq
+
+    from bench.pii_corpus import held_out_texts, plant
+    from pipelines.data.corpus import list_shards, open_corpus
+    from stages.config import preset
+    from stages.data.ingest import clean_stage, filter_stage, read_stage
+    from stages.store.outputs import DataStore
+
+    planted = plant(list(held_out_texts("es")[:6]), "es", seed=11)
+    shard = tmp_path / "corpus" / "fichas"
+    shard.mkdir(parents=True)
+    for i, doc in enumerate(planted):
+        (shard / f"ficha{i}.txt").write_text(doc.text, encoding="utf-8")
+    store, cfg = DataStore(tmp_path / "home"), preset("tiny")
+    fs, root = open_corpus(str(tmp_path / "corpus"))
+    (info,) = list_shards(fs, root)
+    read_stage(store, fs, root, info, cfg)
+    clean_stage(store, info.key, cfg)
+    stats = filter_stage(store, info.key, cfg)
+    values = [v for doc in planted for _, v in doc.values]
+    assert sum(stats.extra["pii"].values()) == len(values) and stats.extra["pii_documents"] == len(planted)
+    kept = " ".join(pq.read_table(store.part("filtered_documents", info.key))["text"].to_pylist())
+    assert not [v for v in values if v in kept] and "<" in kept
+    out = subprocess.run([YUNQUE, "--home", str(tmp_path / "home"), "inspect", "pii", "-n", "50"], check=False,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"{len(planted)} documents held personal data" in out.stdout
+    assert out.stdout.count("\n  ...") == len(values)  # every value found again, each shown once
+    assert not [v for v in values if v in out.stdout]
+    only = subprocess.run([YUNQUE, "--home", str(tmp_path / "home"), "inspect", "pii", "--kind", "iban"], check=False,
+                          capture_output=True, text=True, timeout=120)
+    assert only.returncode == 0 and "<IBAN>" in only.stdout and "<EMAIL>]" not in only.stdout

@@ -60,13 +60,14 @@ def test_everything_is_current_after_a_run_and_a_change_makes_its_dependants_sta
     home, root = built
     assert _stale(_plan(home, root)) == {}
 
-    # one shard's files change: its whole chain, the index, and every shard's deduplicated
+    # one shard's files change: its whole chain, the index and the learned quality model's
+    # scores, and every shard's deduplicated
     # output and tokens (the index decides for all of them), and the decontamination of the
     # training split; not the tokenizer (trained once)
     (root / "dos" / "nuevo.txt").write_text("Otro documento más, con algunas palabras nuevas.", encoding="utf-8")
     changed = _stale(_plan(home, root))
     assert changed == {"raw_documents": {"dos"}, "clean_documents": {"dos"}, "filtered_documents": {"dos"},
-                       "minhash_signatures": {"dos"}, "dedup_index": {"corpus"},
+                       "minhash_signatures": {"dos"}, "dedup_index": {"corpus"}, "quality_model": {"corpus"},
                        "deduped_documents": set(SHARDS), "token_shards": set(SHARDS),
                        "eval_contamination": {"corpus"}}
     (root / "dos" / "nuevo.txt").unlink()  # the listing as it was: current again
@@ -116,6 +117,6 @@ def test_an_up_to_date_selection_starts_no_run(built):
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "nothing changed: no run started" in done.stdout
-    assert "left out: 21 of 21 asset partitions" in done.stdout  # 6 per-shard assets x 3 shards + 3
+    assert "left out: 22 of 22 asset partitions" in done.stdout  # 6 per-shard assets x 3 shards + 4
     assert "starting a Dagster daemon" not in done.stdout
     assert len(instance.get_runs()) == runs

@@ -192,6 +192,7 @@ def graph(tmp_path_factory):
         out["per_shard"] = {shard: run(per_shard, shard) for shard in ("bueno", "ingles")}
         out["stale"] = run(("deduped_documents",), "ingles")  # before the index covers it
         out["index"] = run(("dedup_index",))
+        out["quality"] = run(("quality_model",))
         out["deduped"] = {shard: run(("deduped_documents",), shard) for shard in ("bueno", "ingles")}
         out["tokenizer"] = run(("tokenizer",))
         out["tokens"] = {shard: run(("token_shards",), shard) for shard in ("bueno", "ingles")}

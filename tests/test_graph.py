@@ -267,7 +267,7 @@ def test_definitions_load():
 
     graph = defs().resolve_asset_graph()
     names = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures",
+    assert names == {"raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "quality_model",
                      "dedup_index", "deduped_documents", "tokenizer", "token_shards", "eval_contamination",
                      "base_model", "sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report",
                      "exported_model", "promoted_model", "human_preferences"}

@@ -37,7 +37,7 @@ FLOORS = {
     "stages": ["store", "reports", "data", "training", "evaluation", "serving"],
     "assets": ["instance"],
     "yunque": ["cli"],
-    "pipelines": ["languages", "tokens", "data", "tasks", "feedback"],
+    "pipelines": ["languages", "data", "tokens", "tasks", "feedback"],  # the tokenizer knows the pii placeholders
 }
 
 

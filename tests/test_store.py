@@ -12,6 +12,7 @@ from stages.config import preset
 from stages.data.audit import exactly_once, language_purity
 from stages.data.dedup import StaleIndexError, dedup_index_stage, deduped_stage, minhash_stage
 from stages.data.ingest import clean_stage, filter_stage, read_stage
+from stages.data.quality import StaleQualityError, quality_stage
 from stages.store.outputs import DataStore, StageStats
 from tests.factory import write_two_shards
 
@@ -26,6 +27,7 @@ def _all_stages(store: DataStore, root, cfg) -> list[str]:
         minhash_stage(store, s.key, cfg)
     keys = [s.key for s in shards]
     dedup_index_stage(store, keys, cfg)
+    quality_stage(store, keys, cfg)
     for k in keys:
         deduped_stage(store, k, cfg)
     return keys
@@ -87,6 +89,9 @@ def test_deduped_refuses_an_index_built_from_older_texts(tmp_path):
         deduped_stage(store, "foro", changed)
     minhash_stage(store, "foro", changed)
     dedup_index_stage(store, ["foro", "manuales"], changed)
+    with pytest.raises(StaleQualityError, match="current filtered documents"):
+        deduped_stage(store, "foro", changed)
+    quality_stage(store, ["foro", "manuales"], changed)
     assert deduped_stage(store, "foro", changed).docs_in > 0
 
 

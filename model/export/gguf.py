@@ -29,7 +29,7 @@ from pipelines.tokens.tokenizer import (
     CONTROL_TOKENS,
     END_OF_TURN,
     EOT,
-    REASONING_TAGS,
+    TEXT_TOKENS,
     TOKENIZER_FILE,
 )
 
@@ -116,7 +116,7 @@ def _vocabulary(tokenizer_dir: Path) -> tuple[list[str], list[int], list[str]]:
         raise ValueError(f"{tokenizer_dir / TOKENIZER_FILE}: token ids are not contiguous from 0")
     tokens = [by_id[i] for i in range(len(by_id))]
     kinds = {**dict.fromkeys(CONTROL_TOKENS, gguf.TokenType.CONTROL),
-             **dict.fromkeys(REASONING_TAGS, gguf.TokenType.USER_DEFINED)}
+             **dict.fromkeys(TEXT_TOKENS, gguf.TokenType.USER_DEFINED)}
     types = [int(kinds.get(t, gguf.TokenType.NORMAL)) for t in tokens]
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
     return tokens, types, merges

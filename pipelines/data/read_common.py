@@ -21,10 +21,14 @@ READ_REASONS = {
     "invalid_encoding": "not valid in the charset the HTML declares",
     "too_large": "one document (file, line or row) over max_document_bytes",
     "malformed_json": "a jsonl line that is not a JSON object",
-    "missing_text_field": "a jsonl record without `text`, or a null parquet `text`",
-    "non_string_text": "`text` is not a string (jsonl value or parquet column type)",
-    "empty_text": "`text` is empty or only whitespace",
-    "missing_text_column": "a parquet file without a `text` column",
+    "malformed_csv": "a csv row with broken quoting or another field count than the header",
+    "missing_text_field": "a jsonl or csv record with none of its text fields "
+    "(`reader.text_fields`, `reader.turns_field`; default `text`), or a null parquet `text`",
+    "non_string_text": "a text field is not a string (jsonl value or parquet column type)",
+    "malformed_turns": "the turns field is not a list of turns (objects with a text, or strings)",
+    "empty_text": "the text is empty or only whitespace",
+    "missing_text_column": "a parquet file without a `text` column, or a csv header with "
+    "none of the text fields",
     "unreadable_parquet": "not a parquet file, or a corrupt one",
     "unknown_format": "an extension no reader handles",
     "read_error": "the file could not be opened or read (I/O error, vanished)",
@@ -71,7 +75,8 @@ class FileContext:
 def text_record(
     text: object, source: str, where: str, f: FileContext, content: bytes = b""
 ) -> Document | Rejection:
-    """Checks shared by jsonl and parquet records, once `text` is in hand."""
+    """Checks shared by every record format, once the text is in hand (a parquet `text`
+    value, or what `read_records.record_text` made of a jsonl or csv record)."""
     if isinstance(text, bytes):  # parquet binary column
         try:
             text = text.decode("utf-8")
@@ -94,5 +99,5 @@ def text_record(
     except BadBytes as e:
         return f.reject(e.reason, f"{where}: {e.detail}", source, text=text)
     if not text.strip():
-        return f.reject("empty_text", f"{where}: 'text' is empty", source, text=text)
+        return f.reject("empty_text", f"{where}: the text is empty or only whitespace", source, text=text)
     return f.doc(source, text)

@@ -1,11 +1,14 @@
 """Read one shard of the corpus into Documents, and everything unreadable into Rejections.
 
-Formats by extension: .html/.htm, .txt, .md (one document per file), .jsonl (field
-`text`, one document per line) and .parquet (column `text`, one per row); each may also
-be compressed as .gz, .zst or .bz2 (`a.jsonl.gz`).
+Formats by extension: .html/.htm, .txt, .md (one document per file), .jsonl (one document
+per line) and .csv / .tsv (one per data row, the first row names the columns), whose
+records map to text as `ReaderConfig.text_fields` / `turns_field` say (default: the field
+`text`; pipelines/data/read_records.py), and .parquet (column `text`, one per row); each
+may also be compressed as .gz, .zst or .bz2 (`a.jsonl.gz`).
 
 `source` is the path relative to the corpus root (so it starts with the shard name),
-with `#N` (1-based line or row) for multi-record files. `doc_id` is
+with `#N` for multi-record files (jsonl: 1-based line; csv: data row, the header not
+counted; parquet: row). `doc_id` is
 `make_doc_id(source, content)`, where content is the decoded text when there is one,
 else the raw bytes when they were read, else b"" (file-level rejections).
 
@@ -15,7 +18,6 @@ reason from READ_REASONS, and a warning in the log. Files are only ever opened "
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import stat
@@ -31,14 +33,13 @@ from pipelines.data.decoding import (
     BadBytes,
     DecompressError,
     SourceError,
-    check_binary_bytes,
     decode,
     iter_chunks,
-    iter_lines,
 )
 from pipelines.data.documents import Document, Rejection
-from pipelines.data.read_common import READ_REASONS, FileContext, text_record
+from pipelines.data.read_common import READ_REASONS, FileContext
 from pipelines.data.read_parquet import read_parquet
+from pipelines.data.read_records import read_csv, read_jsonl
 from pipelines.s3_outage import is_outage
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ FORMATS = {
     ".txt": "txt",
     ".md": "md",
     ".jsonl": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
     ".parquet": "parquet",
 }
 
@@ -130,7 +133,12 @@ def read_file(
                 yield from read_parquet(raw, compression, f)
             else:
                 chunks = iter_chunks(raw, compression)
-                yield from (_read_jsonl(chunks, f) if fmt == "jsonl" else _read_text(chunks, f))
+                if fmt == "jsonl":
+                    yield from read_jsonl(chunks, f)
+                elif fmt in ("csv", "tsv"):
+                    yield from read_csv(chunks, f)
+                else:
+                    yield from _read_text(chunks, f)
     except DecompressError as e:
         after = f" after {f.position} (earlier records were kept)" if f.position else ""
         yield f.reject("decompress_error", f"{rel}: cannot decompress{after}: {e}")
@@ -186,66 +194,6 @@ def _read_text(chunks: Iterator[bytes], f: FileContext) -> Iterator[Document | R
         yield f.reject("empty_text", f"{f.rel}: only whitespace", text=text)
         return
     yield f.doc(f.rel, text)
-
-
-def _read_jsonl(chunks: Iterator[bytes], f: FileContext) -> Iterator[Document | Rejection]:
-    limit, ratio = f.cfg.max_document_bytes, f.cfg.max_control_char_ratio
-    records = 0
-    for lineno, offset, line, length in iter_lines(chunks, limit):
-        f.position = f"line {lineno}"
-        source, where = f"{f.rel}#{lineno}", f"{f.rel} line {lineno}"
-        if line is None:
-            yield f.reject(
-                "too_large",
-                f"{where}: {length} bytes, more than max_document_bytes={limit}",
-                source,
-            )
-            records += 1
-            continue
-        if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
-            line = line[3:]
-        if not line.strip():
-            continue  # blank lines hold no record
-        records += 1
-        yield _jsonl_record(line, offset, source, where, ratio, f)
-    if not records:
-        yield f.reject("empty_file", f"{f.rel}: no records (only blank lines)")
-
-
-def _jsonl_record(
-    line: bytes, offset: int, source: str, where: str, ratio: float, f: FileContext
-) -> Document | Rejection:
-    try:
-        check_binary_bytes(line, ratio)
-        s = line.decode("utf-8")
-    except BadBytes as e:
-        return f.reject(e.reason, f"{where}: {e.detail}", source, content=line)
-    except UnicodeDecodeError as e:
-        return f.reject(
-            "invalid_utf8",
-            f"{where}: invalid UTF-8 at byte offset {e.start} "
-            f"of the line (offset {offset + e.start} in the file, "
-            f"{line[e.start : e.start + 4]!r}): {e.reason}",
-            source,
-            content=line,
-        )
-    try:
-        record = json.loads(s)
-    except ValueError as e:
-        return f.reject("malformed_json", f"{where}: invalid JSON: {e}", source, content=line)
-    if not isinstance(record, dict):
-        return f.reject(
-            "malformed_json",
-            f"{where}: a JSON {type(record).__name__}, expected an object",
-            source,
-            content=line,
-        )
-    if "text" not in record or record["text"] is None:
-        keys = sorted(record)[:20]
-        return f.reject(
-            "missing_text_field", f"{where}: no 'text' field (keys: {keys})", source, content=line
-        )
-    return text_record(record["text"], source, where, f, content=line)
 
 
 __all__ = ["FORMATS", "READ_REASONS", "detect_format", "iter_shard", "read_file", "read_shard"]

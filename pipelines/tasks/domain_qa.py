@@ -27,6 +27,12 @@ A man page ("MEV(1) ... MEV(1)", then "mev - description") also gives "¿Qué ha
 answered by its name line and first description paragraphs (its hard-wrapped lines are
 re-joined into paragraphs first).
 
+A conversation (a support ticket as the reader writes one: its subject, then turns
+"Cliente: ...", "Agente: ...", pipelines/data/read_records.py) gives one pair in its own
+words: the first turn is the question, the first reply of the speaker who answers most is
+the answer. Its subject is no heading to ask about ("Me han cobrado dos veces" is a
+complaint, not a topic), so a conversation gives no section pairs.
+
 Records are the SFT jsonl format (pipelines.tasks.post_data) with provenance alongside:
 {"messages": [{"role": "user", ...}, {"role": "assistant", ...}], "doc_id", "shard", "heading"}.
 """
@@ -36,6 +42,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -56,6 +63,8 @@ TERMINAL = ".,;:!?…»\"')]>=*/\\|"
 MAN_HEADER = re.compile(r"^(\S+)\((\d\w*)\)\s.*\S+\(\d\w*\)$")
 MAN_NAME = re.compile(r"^([\w.+:,\- ]{1,60}?)\s+[-—–]\s+(.+)$")
 NAVIGATION = ("[ <", "<<")  # generated HTML help's links, in every language
+# A turn of a conversation: a speaker's name (one or two capitalised words) and a colon.
+TURN = re.compile(r"^([A-ZÀ-Þ][\w.]{1,19}(?: [\w.]{1,19})?): (\S.*)$")
 
 
 def _alternatives(words: Iterable[str]) -> str:
@@ -338,6 +347,9 @@ def document_pairs(doc_id: str, shard: str, text: str, opts: QAOptions = QAOptio
     lines = [x for i, x in enumerate(lines) if i == 0 or x.strip() != lines[i - 1].strip()]
     if not lines:
         return []
+    if (turns := conversation(lines)) is not None:
+        pair = conversation_pair(turns, opts)
+        return [_record(*pair, doc_id, shard, lines[0].strip())] if pair else []
     pairs: list[dict] = []
     title = ""
     wrapped = hard_wrapped(lines)
@@ -360,6 +372,45 @@ def document_pairs(doc_id: str, shard: str, text: str, opts: QAOptions = QAOptio
         q = question_for(heading, "" if same_title else title, doc_id, answer, language)
         pairs.append(_record(q, answer, doc_id, shard, heading))
     return pairs
+
+
+def conversation(lines: list[str]) -> list[tuple[str, str]] | None:
+    """(speaker, text) per turn when the lines after the first (the subject) are turns, a
+    line without a speaker going on with the turn before it; None for anything else. Two
+    or three speakers, who take turns: a note of labelled findings ("EF: ...", "Dx: ...",
+    "Tto: ...") has more labels and none of them speaks twice apart."""
+    turns: list[tuple[str, list[str]]] = []
+    for line in lines[1:]:
+        if m := TURN.match(line.strip()):
+            turns.append((m.group(1), [m.group(2)]))
+        elif turns:
+            turns[-1][1].append(line.strip())
+        else:
+            return None  # the body does not open with a turn
+    speakers = [who for who, _ in turns]
+    labelled = len(turns) / max(len(lines) - 1, 1)
+    if len(turns) < 2 or not 2 <= len(set(speakers)) <= 3 or labelled < 0.5:
+        return None
+    if len(set(speakers)) == len(speakers) > 2:  # three labels, one line each: not a dialogue
+        return None
+    return [(who, "\n".join(text)) for who, text in turns]
+
+
+def conversation_pair(turns: list[tuple[str, str]], opts: QAOptions) -> tuple[str, str] | None:
+    """(question, answer): the first turn, and the first reply after it by the speaker
+    who answers most (not a one-off "Sistema: ticket reasignado"); None when that reply
+    is shorter than `opts.min_chars` or there is none."""
+    asker = turns[0][0]
+    others = Counter(who for who, _ in turns if who != asker)
+    if not others:
+        return None
+    answerer = others.most_common(1)[0][0]
+    reply = next((text for who, text in turns[1:] if who == answerer), "")
+    if len(reply) > opts.max_chars:  # cut at the last sentence end that fits
+        reply = reply[: reply[: opts.max_chars].rfind(". ") + 1]
+    if len(reply) < opts.min_chars:
+        return None
+    return turns[0][1], reply
 
 
 def build_pairs(documents: Iterable[dict], opts: QAOptions = QAOptions(), language: str = "es") -> list[dict]:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
+from pipelines.data.pii import KINDS, PLACEHOLDERS
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -43,7 +45,12 @@ REASONING_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 # text (a document quoting "<|endoftext|>" does not end there); the tags, being ordinary
 # added tokens, are recognised wherever they occur, by both encoders.
 CONTROL_TOKENS = [EOT, *(f"<|{r}|>" for r in ROLES), END_OF_TURN]
-SPECIAL_TOKENS = [*CONTROL_TOKENS, *REASONING_TAGS]  # ids 0-8, in this order
+# The personal-data placeholders (`<EMAIL>`, pipelines.data.pii) are one token each, like
+# the tags: a redacted value costs one position, not six, and the model learns one symbol
+# for "an address was here" instead of spelling it.
+PII_TOKENS = tuple(PLACEHOLDERS[k] for k in KINDS)
+TEXT_TOKENS = (*REASONING_TAGS, *PII_TOKENS)  # added tokens recognised in document text
+SPECIAL_TOKENS = [*CONTROL_TOKENS, *TEXT_TOKENS]  # ids 0-15, in this order
 
 # Each turn: role token, newline, content, end-of-turn token, newline. The assistant's
 # loss (post-training) covers its content and its <|end|>.
@@ -104,7 +111,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2):
     )
     tok.train_from_iterator(texts, trainer=trainer)
     # same ids, flag cleared (see CONTROL_TOKENS)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in REASONING_TAGS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TEXT_TOKENS])
     got = tok.get_vocab_size()
     if got < vocab_size:
         raise VocabularyTooLarge(
@@ -173,7 +180,7 @@ class DocumentEncoder:
     """Encodes corpus text, where control-token strings are ordinary text (a document that
     contains "<|endoftext|>" must not end itself), and decodes ids back to text."""
 
-    TAGS = frozenset(REASONING_TAGS)
+    TAGS = frozenset(TEXT_TOKENS)
 
     def __init__(self, directory: str | Path, backend: str | None = None):
         from tokenizers import Tokenizer

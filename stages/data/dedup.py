@@ -40,10 +40,11 @@ def index_key(cfg: YunqueConfig, signatures: dict[str, str]) -> str:
     return stage_key(INDEX_ASSET, cfg, ("dedup",), dict(sorted(signatures.items())))
 
 
-def deduped_key(cfg: YunqueConfig, filtered: str, digest: str) -> str:
-    """deduped_documents' key: the shard's filtered documents and the index's digest of its
-    decisions for that shard (known once the index is built)."""
-    return stage_key("deduped_documents", cfg, ("dedup",), filtered, digest)
+def deduped_key(cfg: YunqueConfig, filtered: str, digest: str, quality: str) -> str:
+    """deduped_documents' key: the shard's filtered documents, the index's digest of its
+    decisions for that shard (known once the index is built) and quality_model's digest of
+    the documents it drops there."""
+    return stage_key("deduped_documents", cfg, ("dedup",), filtered, digest, quality)
 
 
 def minhash_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats:
@@ -137,7 +138,12 @@ def deduped_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats
     if extra.get("shard_inputs", {}).get(shard) != current:
         raise StaleIndexError(f"dedup_index was built from older signatures of {shard!r}; "
                               "re-materialize minhash_signatures and dedup_index first")
-    key = deduped_key(cfg, filtered_key, digest)
+    from pipelines.data.quality import RULE
+    from stages.data.quality import shard_decisions
+
+    quality = shard_decisions(store, shard, filtered_key)  # raises StaleQualityError
+    key = deduped_key(cfg, filtered_key, digest, quality[0] if quality else "off")
+    low, threshold = (quality[1], quality[2]) if quality else ({}, 0.0)
     with store.lock("deduped_documents", shard):
         if hit := store.cached("deduped_documents", shard, key):
             return hit
@@ -149,6 +155,11 @@ def deduped_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats
         min_chars = cfg.dedup.min_chars_after_paragraph_dedup
         keep_rows, rejections, removed_lines = [], [], 0
         for row in docs.to_pylist():
+            if (score := low.get(row["doc_id"])) is not None:
+                rejections.append(Rejection(row["doc_id"], shard, row["source"], "quality", RULE,
+                                            f"{row['source']}: learned quality score {score:.2g} < {threshold:.2g}",
+                                            row["text"]))
+                continue
             if (hit := near.get(row["doc_id"])) is not None:
                 rejections.append(Rejection(row["doc_id"], shard, row["source"], "dedup", "near_duplicate",
                                             f"{row['source']}: near-duplicate of {hit['keeper_source']}", row["text"]))

@@ -20,6 +20,7 @@ from pipelines.data.documents import (
     text_bytes,
 )
 from stages.config import YunqueConfig
+from stages.data import personal_data
 from stages.store.keys import cache_key, stage_key, upstream_key
 from stages.store.outputs import DataStore, StageStats, drop_counts, read_table
 from stages.store.versions import CODE_VERSIONS
@@ -32,11 +33,12 @@ FILTERED_SCHEMA = pa.schema([*DOC_SCHEMA, pa.field("lang", pa.string()), pa.fiel
 
 def read_key(cfg: YunqueConfig, fingerprint: str) -> str:
     """raw_documents' key: the reader settings and the shard's files as listed."""
-    return stage_key("raw_documents", cfg, ("reader",), fingerprint)
+    return stage_key("raw_documents", cfg, ("reader", "pii"), fingerprint, cfg.language)
 
 
 def clean_key(cfg: YunqueConfig, raw: str) -> str:
-    return stage_key("clean_documents", cfg, ("clean",), raw)
+    # pii and the language: the rejections' stored text is redacted (stages.data.personal_data)
+    return stage_key("clean_documents", cfg, ("clean", "pii"), raw, cfg.language)
 
 
 def filter_key(store: DataStore, cfg: YunqueConfig, clean: str) -> str:
@@ -44,8 +46,8 @@ def filter_key(store: DataStore, cfg: YunqueConfig, clean: str) -> str:
     adopted calibration, which lives in the store) and the cleaned documents' key."""
     from stages.data.filter_profile import filters_key
 
-    return cache_key("filtered_documents", CODE_VERSIONS["filtered_documents"], cfg.section_hash("langid"),
-                     filters_key(cfg.filters, store), clean)
+    return cache_key("filtered_documents", CODE_VERSIONS["filtered_documents"], cfg.section_hash("langid", "pii"),
+                     cfg.language, filters_key(cfg.filters, store), clean)
 
 
 def _rejections_from_table(table: pa.Table, shard: str, stage: str, reasons: list[str], details: list[str]) -> pa.Table:
@@ -67,7 +69,7 @@ def read_stage(store: DataStore, fs, root: str, shard: ShardInfo, cfg: YunqueCon
             return hit
         docs, rejections = read_shard(fs, root, shard, cfg.reader, progress=progress)
         table = documents_table(docs)
-        rej = rejections_table(rejections)
+        rej = personal_data.redact_rejections(rejections_table(rejections), cfg)
         stats = StageStats(
             key=key,
             docs_in=len(docs) + len(rejections),
@@ -108,7 +110,7 @@ def clean_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool 
         reasons = ["empty_after_extraction"] * len(dropped_idx)
         details = [f"{s}: no text left after {'HTML extraction' if f == 'html' else 'normalisation'}"
                    for s, f in zip(dropped["source"].to_pylist(), dropped["format"].to_pylist())]
-        rej = _rejections_from_table(dropped, shard, "clean", reasons, details)
+        rej = personal_data.redact_rejections(_rejections_from_table(dropped, shard, "clean", reasons, details), cfg)
         stats = StageStats(key=key, docs_in=raw.num_rows, docs_out=kept.num_rows, rejected=len(dropped_idx),
                            bytes_in=text_bytes(raw), bytes_out=text_bytes(kept), drops=drop_counts(reasons),
                            extra={"extractor": c.extractor})
@@ -118,8 +120,10 @@ def clean_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool 
 
 
 def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool = False) -> StageStats:
-    """fastText language ID first, then the quality rules (FineWeb's order: a French page
-    is reported as French, not as 'too few Spanish stop words'). Every rule's metric is
+    """Personal data first (`stages.data.personal_data`: everything after it, rejections
+    included, sees placeholders, never values), then fastText language ID, then the quality
+    rules (FineWeb's order: a French page is reported as French, not as 'too few Spanish
+    stop words'). Every rule's metric is
     measured on each document that passes language ID (`filter_metrics.parquet`, for the
     report of `stages.reports.filters.report`), not only up to its first failing rule."""
     from pipelines.data.filters import QualityFilters
@@ -133,7 +137,9 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
         if hit := store.cached("filtered_documents", shard, key):
             return hit
         clean = read_table(store.part("clean_documents", shard))
-        texts = clean["text"].to_pylist()
+        red = personal_data.redact(clean["text"].to_pylist(), cfg)
+        texts = red.texts
+        clean = clean.set_column(clean.schema.get_field_index("text"), "text", pa.array(texts, pa.string()))
         lid = cfg.langid
         langs = detect(texts, lid.max_chars, lid.batch_size)
         fcfg = resolve_filters(cfg.filters, store)
@@ -146,6 +152,11 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
         sources = clean["source"].to_pylist()
         for i, (text, (lang, score), src) in enumerate(
                 _progress(zip(texts, langs, sources), progress, len(texts), f"filter {shard}")):
+            if kind := red.drops[i]:
+                reasons.append(f"pii:{kind}")
+                details.append(personal_data.drop_detail(src, red.counts[i], kind))
+                new_texts.append(text)
+                continue
             if lang != lid.language or score < lid.threshold:
                 why = "other_language" if lang != lid.language else "low_confidence"
                 reasons.append(f"langid:{why}")
@@ -168,7 +179,7 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
         dropped = clean.take(pa.array(drop_idx, pa.int64()))
         drop_reasons = [reasons[i] for i in drop_idx]
         rej = rejections_table([
-            Rejection(d, shard, s, r.split(":")[0] if r.startswith("langid") else "filter", r, details[i], t)
+            Rejection(d, shard, s, r.split(":")[0] if r.startswith(("langid", "pii")) else "filter", r, details[i], t)
             for i, d, s, t, r in zip(drop_idx, dropped["doc_id"].to_pylist(), dropped["source"].to_pylist(),
                                      dropped["text"].to_pylist(), drop_reasons)
         ])
@@ -179,9 +190,12 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
                                      [s for _, s in langs], rules, metrics, profile)
         stats = StageStats(key=key, docs_in=clean.num_rows, docs_out=kept.num_rows, rejected=len(drop_idx),
                            bytes_in=text_bytes(clean), bytes_out=text_bytes(kept), drops=drop_counts(drop_reasons),
-                           extra={"languages": drop_counts([l for l, _ in langs]), "filter_profile": profile})
+                           extra={"languages": drop_counts([l for l, _ in langs]), "filter_profile": profile,
+                                  **personal_data.summary(red), "pii_settings": personal_data.settings(cfg)})
+        pii_counts = personal_data.counts_table(clean["doc_id"], clean["source"], [r is None for r in reasons], red)
         store.commit("filtered_documents", shard, stats,
-                     {"part-0.parquet": kept.cast(FILTERED_SCHEMA), FILTER_METRICS: side_metrics},
+                     {"part-0.parquet": kept.cast(FILTERED_SCHEMA), FILTER_METRICS: side_metrics,
+                      personal_data.PII_COUNTS: pii_counts},
                      side={store.rejected(shard, "filter"): rej})
         return stats
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from stages.config import YunqueConfig
 from stages.data import human_preferences
+from stages.data import quality as quality_model
 from stages.data.decontamination import ASSET as CONTAMINATION
 from stages.data.decontamination import contamination_key
 from stages.data.dedup import INDEX_ASSET, deduped_key, index_key, minhash_key
@@ -30,7 +31,7 @@ from stages.store.outputs import DataStore
 PER_SHARD = ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "deduped_documents",
              TOKEN_SHARDS)
 # the unpartitioned data assets; human_preferences reads the chat page's ratings, not the corpus
-WHOLE_CORPUS = (INDEX_ASSET, TOKENIZER, CONTAMINATION, human_preferences.HUMAN_PREFERENCES)
+WHOLE_CORPUS = (INDEX_ASSET, quality_model.ASSET, TOKENIZER, CONTAMINATION, human_preferences.HUMAN_PREFERENCES)
 
 
 @dataclass
@@ -76,13 +77,17 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
     if index_fresh:
         out.fresh_assets.add(INDEX_ASSET)
     digests = (store.manifest(INDEX_ASSET) or {}).get("stats", {}).get("extra", {}).get("shard_digests", {})
+    scored = quality_model.current_digests(store, cfg, filtered) if all(
+        k is not None for k in filtered.values()) else None
+    if scored is not None:
+        out.fresh_assets.add(quality_model.ASSET)
     tok = store.manifest(TOKENIZER)
     if not cfg.tokenizer.retrain and _current(store, TOKENIZER, None, tokenizer_key(cfg)):
         out.fresh_assets.add(TOKENIZER)  # trained once: new shards do not retrain it
     for shard in fingerprints:
-        if not (index_fresh and filtered[shard] is not None and shard in digests):
+        if not (index_fresh and scored is not None and filtered[shard] is not None and shard in digests):
             continue
-        deduped = deduped_key(cfg, filtered[shard], digests[shard])
+        deduped = deduped_key(cfg, filtered[shard], digests[shard], scored[shard])
         if not _current(store, "deduped_documents", shard, deduped):
             continue
         out.fresh_shards["deduped_documents"].add(shard)

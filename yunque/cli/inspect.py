@@ -1,6 +1,10 @@
 """`yunque inspect rejected --reason R [--shard S] [-n N] [--stage STAGE]`: the documents a
 rule threw away, in the terminal, to judge the rule before trusting it.
 
+`yunque inspect pii [--shard S] [--kind K] [-n N]`: what the personal-data step found,
+per kind, and values masked (`j***@e***.com`) in their context, every other value in it
+replaced: found again in clean_documents, since no value is ever stored elsewhere.
+
 `yunque inspect filters [--shard S] [--plot DIR]`: what each quality rule measured against
 its threshold, over one shard or every shard pooled: the rules table and a text histogram
 per rule (the ones each filtered_documents materialization carries), and with --plot the
@@ -122,6 +126,37 @@ def cmd_filters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pii(args: argparse.Namespace) -> int:
+    """Per-kind totals per shard, then values found, masked, each in its redacted context."""
+    from pipelines.data.pii import KINDS
+    from stages.data.personal_data import redactions
+    from stages.reports.personal_data import corpus_pii
+    from stages.store.outputs import DataStore
+
+    env.use_home(args.home)
+    store = DataStore(env.home_url())
+    shards = [args.shard] if args.shard else _shards(store, "filter")
+    if not shards:
+        print(f"yunque inspect: no filtered_documents in {env.home_url()} (nothing materialized there yet?)",
+              file=sys.stderr)
+        return 2
+    if args.kind and args.kind not in KINDS:
+        print(f"yunque inspect: unknown kind {args.kind!r}; choose one of {', '.join(KINDS)}", file=sys.stderr)
+        return 2
+    found = corpus_pii(store, shards)
+    totals = {k: n for k, n in found.totals.items() if n}
+    print(f"{len(shards)} shard(s): {sum(found.documents.values()):,} documents held personal data; "
+          + (", ".join(f"{n:,} {k}" for k, n in totals.items()) or "no value found"))
+    shown = 0
+    for shard in shards:
+        if shown >= args.n:
+            break
+        for s in redactions(store, shard, args.n - shown, args.kind):
+            print(f"\n{s.shard} {s.source}  {s.kind}  {s.masked}\n  ...{s.context}...")
+            shown += 1
+    return 0
+
+
 def _values(store: DataStore, rows: list[dict]) -> None:
     """The metric value and threshold that dropped each filter-stage row (from the shard's
     filter_metrics.parquet, committed with the rejections)."""
@@ -153,6 +188,11 @@ def add_parser(sub) -> None:
     f.add_argument("--shard", help="one shard (default: every shard, pooled)")
     f.add_argument("--plot", metavar="DIR", help="also draw one PNG per filter into DIR")
     f.set_defaults(fn=cmd_filters)
+    q = what.add_parser("pii", help="personal data found per kind, and values masked in their redacted context")
+    q.add_argument("--shard", help="one shard (default: every shard)")
+    q.add_argument("--kind", help="one kind (email, phone, national_id, iban, card, ip_address, credential)")
+    q.add_argument("-n", type=_positive, default=10, help="values shown (default 10)")
+    q.set_defaults(fn=cmd_pii)
 
 
 def _positive(text: str) -> int:

@@ -52,10 +52,11 @@ _STRIP = "".join(chr(c) for c in range(0x80) if not chr(c).isalnum()) + "¡¿«�
 
 @lru_cache(maxsize=4096)
 def _foreign_letter(ch: str) -> bool:
-    """A letter that is not Latin, or the replacement character."""
+    """A letter that is not Latin, or the replacement character. The ordinal indicators and
+    the micro sign are letters to Unicode but Latin text's own ("1.º", "36,8 ºC", "5 µg")."""
     if ch == "\ufffd":
         return True
-    return ch.isalpha() and not unicodedata.name(ch, "").startswith("LATIN")
+    return ch.isalpha() and ch not in "ªºµ" and not unicodedata.name(ch, "").startswith("LATIN")
 
 
 def _bare(word: str) -> str:
