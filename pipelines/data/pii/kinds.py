@@ -8,7 +8,7 @@ from typing import NamedTuple
 # The order of the contract (and of PiiConfig's fields): a document dropped for several
 # kinds is reported under the first one found in this order.
 KINDS: tuple[str, ...] = (
-    "email", "phone", "national_id", "iban", "card", "ip_address", "credential",
+    "email", "phone", "national_id", "iban", "card", "ip_address", "credential", "person",
 )
 
 PLACEHOLDERS: dict[str, str] = {kind: f"<{kind.upper()}>" for kind in KINDS}
@@ -18,7 +18,7 @@ PLACEHOLDERS: dict[str, str] = {kind: f"<{kind.upper()}>" for kind in KINDS}
 # could look like a phone; an ID's digits could too; an address's local part can hold a
 # phone number; an IP address is the loosest shape.
 PRIORITY: tuple[str, ...] = (
-    "credential", "iban", "card", "national_id", "email", "phone", "ip_address",
+    "credential", "iban", "card", "national_id", "email", "phone", "ip_address", "person",
 )
 RANK: dict[str, int] = {kind: i for i, kind in enumerate(PRIORITY)}
 

@@ -10,6 +10,7 @@ from pipelines.data.pii.credentials import find_credentials
 from pipelines.data.pii.email import find_emails
 from pipelines.data.pii.finance import find_cards, find_ibans
 from pipelines.data.pii.ids import find_national_ids
+from pipelines.data.pii import names
 from pipelines.data.pii.kinds import KINDS, PLACEHOLDERS, Finding, resolve
 from pipelines.data.pii.network import find_ip_addresses
 from pipelines.data.pii.phone import find_phones, regions_for
@@ -46,8 +47,16 @@ class Redactor:
         self.language = language
         self.regions: tuple[str, ...] = regions_for(language, cfg.phone_regions)
         self.allow_domains: tuple[str, ...] = tuple(d.lower() for d in cfg.allow_domains)
+        self.names = self.actions["person"] != "keep"  # a named-entity model reads every text
+        if self.names:
+            names.check(language)  # one line now, not deep inside the first shard
 
-    def _spans(self, text: str) -> list[Finding]:
+    def _persons(self, texts: list[str]) -> list[list[Finding]]:
+        if not self.names:
+            return [[] for _ in texts]
+        return [[Finding("person", s, e) for s, e in spans] for spans in names.person_spans(texts, self.language)]
+
+    def _spans(self, text: str, persons: list[Finding] | None = None) -> list[Finding]:
         scan = Scan(text)
         found = [Finding("credential", s, e) for s, e in find_credentials(scan)]
         found += [Finding("iban", s, e) for s, e in find_ibans(scan)]
@@ -59,17 +68,18 @@ class Redactor:
         taken = [(f.start, f.end) for f in found]
         found += [Finding("phone", s, e) for s, e in find_phones(scan, self.regions, taken)]
         found += [Finding("ip_address", s, e) for s, e in find_ip_addresses(scan)]
-        return found
+        return found + (persons or [])
 
-    def find(self, text: str) -> list[Finding]:
+    def find(self, text: str, persons: list[Finding] | None = None) -> list[Finding]:
         """Every value in `text`, whatever its kind's action: non-overlapping (the kind
-        first in kinds.PRIORITY wins an overlap), sorted by start."""
-        return resolve(self._spans(text))
+        first in kinds.PRIORITY wins an overlap), sorted by start. Person names only when
+        `pii.person` is not keep (a model reads the text); `persons`: already found."""
+        return resolve(self._spans(text, self._persons([text])[0] if persons is None else persons))
 
-    def redact(self, text: str) -> Redaction:
+    def redact(self, text: str, persons: list[Finding] | None = None) -> Redaction:
         """`text` with each value of a redact or drop_document kind replaced by its
         placeholder (keep kinds left as written), its counts and its drop verdict."""
-        findings = self.find(text)
+        findings = self.find(text, persons)
         if not findings:
             return Redaction(text)
         counts: dict[str, int] = {}
@@ -89,5 +99,5 @@ class Redactor:
         return Redaction("".join(parts), {k: counts[k] for k in KINDS if k in counts}, drop)
 
     def redact_many(self, texts: list[str]) -> list[Redaction]:
-        """`redact` of each text, in order."""
-        return [self.redact(t) for t in texts]
+        """`redact` of each text, in order (person names found in batches)."""
+        return [self.redact(t, p) for t, p in zip(texts, self._persons(texts))]
