@@ -50,7 +50,7 @@ CONTROL_TOKENS = [EOT, *(f"<|{r}|>" for r in ROLES), END_OF_TURN]
 # for "an address was here" instead of spelling it.
 PII_TOKENS = tuple(PLACEHOLDERS[k] for k in KINDS)
 TEXT_TOKENS = (*REASONING_TAGS, *PII_TOKENS)  # added tokens recognised in document text
-SPECIAL_TOKENS = [*CONTROL_TOKENS, *TEXT_TOKENS]  # ids 0-15, in this order
+SPECIAL_TOKENS = [*CONTROL_TOKENS, *TEXT_TOKENS]  # ids 0-16, in this order
 
 # Each turn: role token, newline, content, end-of-turn token, newline. The assistant's
 # loss (post-training) covers its content and its <|end|>.

@@ -15,7 +15,7 @@ CODE_VERSIONS = {
     "dedup_index": "3",
     "quality_model": "1",
     "deduped_documents": "4",  # 4: drops what quality_model scores below its threshold
-    "tokenizer": "2",  # 2: the personal-data placeholders are tokens (ids 9-15)
+    "tokenizer": "2",  # 2: the personal-data placeholders are tokens (ids 9-16)
     "token_shards": "1",
     "eval_contamination": "1",
 }
