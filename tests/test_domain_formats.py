@@ -367,5 +367,8 @@ def test_a_ticket_corpus_in_jsonl_and_csv_reaches_token_shards_and_its_qa_pairs(
     first_turns = {hide.redact(normalize_text(r["mensajes"][0]["texto"])).text
                    for r in _ticket_records().values() if r.get("mensajes")}
     assert len(pairs) >= 30, pairs
+    # the customers' e-mails, phones, DNIs and IBANs (tests/data/domain/README.md) reach the pairs as placeholders
+    asked = " ".join(p["messages"][0]["content"] for p in pairs)
+    assert all(f"<{kind}>" in asked for kind in ("EMAIL", "PHONE", "NATIONAL_ID", "IBAN")), asked
     assert all(" ".join(p["messages"][0]["content"].split()) in {" ".join(t.split()) for t in first_turns}
                for p in pairs), [p["messages"][0]["content"] for p in pairs][:3]
