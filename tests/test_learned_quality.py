@@ -114,3 +114,47 @@ def test_a_changed_shard_set_is_scored_by_the_same_model(scored) -> None:
     assert not fewer.extra["retrained"] and fewer.extra["model_hash"] == stats.extra["model_hash"]
     assert fewer.extra["shard_digests"] == {s: d for s, d in stats.extra["shard_digests"].items() if s in shards[:-1]}
     assert quality_stage(store, shards, cfg).extra["shard_digests"] == stats.extra["shard_digests"]
+
+
+def test_the_model_and_its_scores_live_in_an_s3_home_and_another_machine_reads_them(s3_server, tmp_path,
+                                                                                    monkeypatch) -> None:
+    """The trained path on a home in a bucket (moto's S3 server): the model and every
+    shard's scores are committed as files of the version, and a second machine, with an
+    empty cache, reads a shard's decisions and finds the model current."""
+    import s3fs
+
+    from pipelines.data.corpus import list_shards, open_corpus
+    from stages.config import preset
+    from stages.data.ingest import clean_stage, filter_stage, read_stage
+    from stages.data.quality import current_digests, quality_stage, scores_file, shard_decisions
+    from stages.store.keys import upstream_key
+    from stages.store.outputs import DataStore
+
+    monkeypatch.setenv("YUNQUE_S3_ENDPOINT", s3_server)
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True)
+    fs.mkdir("quality-home")
+    for i, (source, html) in enumerate(good_pages("es")[:60]):
+        path = tmp_path / "corpus" / f"manual{i % 2}" / source.replace("/", "_")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(html, encoding="utf-8")
+    cfg = preset("tiny", {"language": "es", "filters.learned.min_documents": 40})
+    monkeypatch.setenv("YUNQUE_CACHE", str(tmp_path / "a"))
+    store = DataStore("s3://quality-home/h")
+    cfs, root = open_corpus(str(tmp_path / "corpus"))
+    shards = []
+    for info in list_shards(cfs, root):
+        read_stage(store, cfs, root, info, cfg)
+        clean_stage(store, info.key, cfg)
+        filter_stage(store, info.key, cfg)
+        shards.append(info.key)
+    stats = quality_stage(store, shards, cfg)
+    assert stats.extra["enabled"] and stats.extra["retrained"]
+    listed = {p.rsplit("/", 1)[1] for p in fs.find("quality-home/h/data/quality_model")}
+    assert {"model.zip", *(scores_file(s) for s in shards)} <= listed
+
+    monkeypatch.setenv("YUNQUE_CACHE", str(tmp_path / "b"))  # another machine
+    other = DataStore("s3://quality-home/h")
+    filtered = {s: upstream_key(other, "filtered_documents", s) for s in shards}
+    assert current_digests(other, cfg, filtered) == stats.extra["shard_digests"]
+    digest, _, threshold = shard_decisions(other, shards[0], filtered[shards[0]])
+    assert digest == stats.extra["shard_digests"][shards[0]] and threshold == stats.extra["threshold"]

@@ -33,7 +33,10 @@ from stages.store.outputs import DataStore, StageStats, read_table
 
 ASSET = "quality_model"
 MODEL_FILE = "model.zip"
-SCORES = "scores"  # scores/<shard>.parquet: doc_id, score
+def scores_file(shard: str) -> str:
+    """A shard's scores (doc_id, score), flat in the asset's directory: a home on an object
+    store uploads and downloads a version's files, not folders."""
+    return f"scores.{shard}.parquet"
 GROWTH = 2.0  # retrain when the corpus holds more than this many times the documents trained on
 
 
@@ -159,7 +162,7 @@ def quality_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) ->
         tables: dict[str, pa.Table] = {}
         digests, dropped, all_scores = {}, 0, []
         for shard, filtered in upstream.items():
-            old = store.dir(ASSET) / SCORES / f"{shard}.parquet"
+            old = store.dir(ASSET) / scores_file(shard)
             if before.get(shard) == filtered and old.exists():  # same model, same documents: same scores
                 table = pq.read_table(old)
                 scores = table["score"].to_numpy()
@@ -176,10 +179,9 @@ def quality_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) ->
 
         def write(directory: Path) -> list[str]:
             (directory / MODEL_FILE).write_bytes(blob)
-            (directory / SCORES).mkdir()
             for shard, table in tables.items():
-                pq.write_table(table, directory / SCORES / f"{shard}.parquet", compression="zstd")
-            return [MODEL_FILE, *(f"{SCORES}/{shard}.parquet" for shard in tables)]
+                pq.write_table(table, directory / scores_file(shard), compression="zstd")
+            return [MODEL_FILE, *(scores_file(shard) for shard in tables)]
 
         scores = np.concatenate(all_scores) if all_scores else np.zeros(0, np.float32)
         stats = StageStats(
@@ -210,7 +212,7 @@ def shard_decisions(store: DataStore, shard: str, filtered_key: str) -> tuple[st
                                 "materialize quality_model first")
     if not extra.get("enabled", True):
         return None
-    table = pq.read_table(store.dir(ASSET) / SCORES / f"{shard}.parquet")
+    table = pq.read_table(store.dir(ASSET) / scores_file(shard))
     threshold = float(extra["threshold"])
     low = table.filter(pc.less(table["score"], threshold))
     return extra["shard_digests"][shard], dict(zip(low["doc_id"].to_pylist(), low["score"].to_pylist())), threshold
