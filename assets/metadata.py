@@ -89,8 +89,9 @@ def stage_metadata(stats: StageStats, output: Path | None = None, rejected: Path
 
 
 def pii_metadata(stats: StageStats) -> dict[str, Any]:
-    """A shard's personal-data counts as numbers (`pii/email`, ...): the asset's Plots tab
-    draws each across shards. Counts only: no value is ever stored."""
+    """A shard's personal-data counts as numbers (`pii/email`, ...), one entry per kind on
+    the shard's materialization (the per-shard chart is dedup_index's). Counts only: no
+    value is ever stored."""
     found = stats.extra.get("pii") or {}
     return {f"pii/{kind}": int(n) for kind, n in found.items()}
 
@@ -109,11 +110,10 @@ def quality_metadata(stats: StageStats) -> dict[str, Any]:
         mark = "<" if hi <= extra["threshold"] else " "
         lines.append(f"{mark} {lo:.2f}-{hi:.2f} {'#' * round(40 * n / peak):<40} {n:,}")
     lines.append("```")
-    report = extra.get("report") or {}
+    # the held-out report is the stats' `report` entry, shown as JSON by stage_metadata
     return {"threshold": float(extra["threshold"]), "retrained": bool(extra.get("retrained")),
             "learned_quality_dropped": stats.rejected,
-            "score_histogram": dg.MetadataValue.md("\n".join(lines)),
-            "training_report": dg.MetadataValue.json(report)}
+            "score_histogram": dg.MetadataValue.md("\n".join(lines))}
 
 
 def stage_result(stats: StageStats, output: Path | None = None, rejected: Path | None = None,

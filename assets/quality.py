@@ -23,8 +23,8 @@ def quality_model(context: dg.AssetExecutionContext, settings: YunqueSettings,
                   corpus: CorpusStorage) -> dg.MaterializeResult:
     """A fastText classifier of good text, trained on this corpus (nothing downloaded):
     positives are the documents every rule keeps (and `filters.learned.good_examples`),
-    negatives the rules' rejections and corruptions of the positives (shuffled words and
-    sentences, cut-up lines, mixed languages). It scores every filtered document; below the
+    negatives corruptions of the positives (shuffled words, cut-up lines, sentences of the
+    corpus' other-language pages mixed in). It scores every filtered document; below the
     calibrated threshold, deduped_documents drops it as `learned_quality:score`. The
     metadata shows the score histogram with the threshold and what the held-out part says
     it catches and costs. Retrained when its settings or the rules change, or the corpus

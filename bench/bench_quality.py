@@ -1,0 +1,249 @@
+"""The learned quality classifier's scoring loop (`QualityModel.score`) against datatrove's
+`FastTextClassifierFilter`, with the same fastText model on the same documents, in one
+process.
+
+    python -m bench.bench_quality [--language es] [--docs N] [--rounds R] [--check-offline]
+
+THE MODEL. `train(training_set(pages, [], LearnedQualityConfig(), foreign=others))`: the
+held-out GIMP manual pages of --language (`bench.pii_corpus.held_out_texts`, the
+pipeline's extractor; 138 Spanish, 107 French pages) are the good side, corruptions of
+them the bad side, the other language's pages feed the mixed-language corruption, as
+quality_model trains on a corpus. The threshold is calibrated as in the product (0.5, the
+cap, on these pages). Its fastText file is the `model.bin` that `QualityModel.to_bytes`
+stores (`classifier._ft_bytes`), written to a temporary folder; datatrove's filter reads
+that file, and the script checks it holds the same bytes as ours. Both sides call the one
+`fasttext` module installed (fasttext-numpy2 0.10.4's build: fasttext-predict, which
+datatrove's extra would pull in, installs the same file names and is overwritten).
+
+THE DOCUMENTS. N documents (--docs), the es and fr pages taken in turn (es 1, fr 1, es 2,
+...) and cycled: real pages of realistic size (about 4,200 characters), some in the trained
+language, some not, so that both decisions occur.
+
+THE SIDES. A document is kept when P(good) >= the threshold, on both sides.
+  ours            `model.score(texts)` then `model.drops(scores)`: `normalise` (lowercase,
+                  punctuation split off, digits folded, first 1,000 tokens) then fastText's
+                  `predict` on a list of 4,096 lines at a time.
+  datatrove       datatrove 0.10.1 `FastTextClassifierFilter(path, keep_labels=("good",
+                  threshold), newline_replacement=" ", save_labels_in_metadata=True)`, its
+                  `run` over `Document`s whose text was put through our `normalise` on the
+                  clock: the like-for-like row (the model reads the very lines ours reads).
+                  Labels are kept in the metadata because ours returns the scores too
+                  (quality_model stores them). Document mode (its default): one `predict`
+                  per document; it has no batched path (it does not implement
+                  `filter_batch`).
+  datatrove-raw   the same filter on the raw text: datatrove's own preprocessing, `strip()`
+                  and newlines replaced. " " is its strongest setting: the default "" glues
+                  the last word of a line to the first of the next. The model then reads
+                  text other than what it was trained on (case, punctuation attached to
+                  words, digits, the whole page), so decisions may differ: counted.
+`Document`s are built off the clock (a reader builds them in a datatrove pipeline); each
+round gets fresh ones (the filter empties a dropped document's text).
+
+How datatrove's filter is built. Its `model` property copies the file into the Hugging Face
+asset cache first (`cached_asset_path_or_download`, whose lock needs `fasteners`), and the
+class checks at construction that `fasteners` can be imported. `fasteners` is not in our
+locked environment, so the script builds the filter without that import check
+(`object.__new__` then its own `__init__`: what `PipelineStep.__new__` does, less the
+check) and sets its model to `fasttext.FastText._FastText(path)`, which is what the
+property loads from the copy. Its `run` and `filter` are datatrove's, unchanged; no copy,
+no lock, no network. The label check the property does is done here.
+
+Timing: documents per second of scoring, in R interleaved rounds (bench.common: one
+untimed warm-up call of each, then rounds in a rotating order); ratios are peer seconds /
+our seconds within a round (> 1: ours faster), median, range and IQR. Training the model
+and writing the file are off the clock.
+
+--check-offline installs an audit hook on sockets before datatrove is imported and fails
+if anything tried to reach the network (as bench_pii does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.bench_pii import _guard_sockets  # the one socket audit hook bench uses
+from bench.common import Clocked, Spread, interleaved
+
+LANGUAGES = ("es", "fr")  # the held-out GIMP pages there are
+GOOD = "__label__good"
+
+
+def pages_in_turn(per_language: Sequence[Sequence[str]]) -> list[str]:
+    """The pages of each language taken in turn (a1, b1, a2, b2, ...), a language that runs
+    out leaving the others to go on: any prefix holds every language."""
+    return [p for group in itertools.zip_longest(*per_language) for p in group if p is not None]
+
+
+def documents(n: int) -> list[str]:
+    from bench.pii_corpus import held_out_texts
+
+    pages = pages_in_turn([held_out_texts(lang) for lang in LANGUAGES])
+    return [pages[i % len(pages)] for i in range(n)]
+
+
+def trained_model(language: str) -> tuple[Any, str]:
+    """A QualityModel trained as quality_model trains one, and a line saying on what."""
+    from bench.pii_corpus import held_out_texts
+    from pipelines.config import LearnedQualityConfig
+    from pipelines.data.quality import train, training_set
+
+    if language not in LANGUAGES:
+        raise SystemExit(f"--language {language}: held-out pages exist for {', '.join(LANGUAGES)} only")
+    pages = list(held_out_texts(language))
+    foreign = [t for lang in LANGUAGES if lang != language for t in held_out_texts(lang)]
+    cfg = LearnedQualityConfig()
+    t0 = time.perf_counter()
+    model = train(training_set(pages, [], cfg, foreign=foreign), cfg)
+    return model, (f"trained on {len(pages)} {language} pages (foreign: {len(foreign)} pages) in "
+                   f"{time.perf_counter() - t0:.1f} s; threshold {model.threshold:.3f}, "
+                   f"held-out good loss {model.report['heldout_good_loss']:.1%}")
+
+
+def datatrove_filter(path: Path, threshold: float) -> Any:
+    """datatrove's FastTextClassifierFilter on the local file `path` (see the module
+    docstring for why it is built without its `fasteners` import check)."""
+    from datatrove.pipeline.filters import FastTextClassifierFilter
+    from fasttext.FastText import _FastText
+
+    flt = object.__new__(FastTextClassifierFilter)
+    flt.__init__(str(path), keep_labels=("good", threshold), newline_replacement=" ",
+                 save_labels_in_metadata=True)
+    flt._model = _FastText(str(path))
+    if GOOD not in flt._model.labels:
+        raise SystemExit(f"{path}: the model has no {GOOD} (labels {flt._model.labels})")
+    return flt
+
+
+@dataclass
+class Decided:
+    """What a side says of each document, in order: P(good) and whether it is kept."""
+
+    scores: np.ndarray
+    keep: np.ndarray
+
+
+def datatrove_case(flt: Any, texts: Sequence[str], prepare: Callable[[str], str] | None) -> Callable[[], Clocked]:
+    """One timed call of datatrove's filter over fresh Documents (built off the clock);
+    `prepare` rewrites each document's text on the clock first."""
+    from datatrove.data import Document
+
+    def case() -> Clocked:
+        docs = [Document(text=t, id=str(i)) for i, t in enumerate(texts)]
+        t0 = time.perf_counter()
+        if prepare is not None:
+            for d in docs:
+                d.text = prepare(d.text)
+        kept = {d.id for d in flt.run(iter(docs))}
+        seconds = time.perf_counter() - t0
+        scores = np.array([d.metadata.get(GOOD, 0.0) for d in docs], dtype=np.float64)
+        return Clocked(seconds, Decided(scores, np.array([d.id in kept for d in docs])))
+
+    return case
+
+
+def compare(name: str, ours: Decided, theirs: Decided) -> tuple[int, str]:
+    """(documents whose decision differs, a line saying how and how far the scores are)."""
+    differ = int(np.sum(ours.keep != theirs.keep))
+    only_ours = int(np.sum(ours.keep & ~theirs.keep))
+    # as QualityModel.score returns them: fastText's P can exceed 1 by 1e-5, ours clips it
+    gap = np.abs(np.clip(theirs.scores, 0.0, 1.0).astype(np.float32) - ours.scores)
+    return differ, (
+        f"  {name:<14} keeps {int(theirs.keep.sum()):>6}; decisions differ on {differ} of {len(ours.keep)} "
+        f"(ours keeps {only_ours} it drops, it keeps {differ - only_ours} ours drops); scores clipped "
+        f"as ours: {int(np.sum(gap == 0))} identical, |difference| median {float(np.median(gap)):.2g}, "
+        f"max {float(gap.max()):.2g}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--language", default="es", help="the pages the model is trained on: es or fr")
+    ap.add_argument("--docs", type=int, default=2000, help="documents scored per call (es and fr pages, cycled)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    ap.add_argument("--check-offline", action="store_true",
+                    help="fail if anything tries to reach the network (an audit hook on sockets)")
+    args = ap.parse_args(argv)
+    if args.docs < 1:
+        raise SystemExit("--docs must be at least 1")
+
+    attempts: list[dict] = []
+    if args.check_offline:
+        _guard_sockets(attempts.append)
+
+    import fasttext_pybind
+
+    from pipelines.data.quality import normalise
+    from pipelines.data.quality.classifier import _ft_bytes
+
+    model, trained = trained_model(args.language)
+    texts = documents(args.docs)
+    n = len(texts)
+    print(f"== model: {trained}")
+    with tempfile.TemporaryDirectory(prefix="yunque-bench-quality-") as tmp:
+        blob = _ft_bytes(model._ft)
+        path = Path(tmp) / "model.bin"
+        path.write_bytes(blob)
+        flt = datatrove_filter(path, model.threshold)
+        same_file = hashlib.sha256(path.read_bytes()).hexdigest() == hashlib.sha256(blob).hexdigest()
+        print(f"   model.bin {len(blob) / 1e6:.2f} MB, sha256 {hashlib.sha256(blob).hexdigest()[:16]}; "
+              f"datatrove reads {'the same bytes' if same_file else 'DIFFERENT BYTES'}; "
+              f"fastText for both: {Path(fasttext_pybind.__file__).name}")
+        normalised = [normalise(t, model.max_tokens) for t in texts]
+        raw = [t.strip().replace("\n", " ") for t in texts]
+        print(f"== documents: {n} ({sum(map(len, texts)) / 1e6:.2f} M characters; es and fr pages in turn); "
+              f"fastText reads {np.mean([len(t.split()) for t in normalised]):.0f} tokens a document after "
+              f"our normalise, {np.mean([len(t.split()) for t in raw]):.0f} of the raw text")
+
+        def ours() -> Decided:
+            scores = model.score(texts)
+            return Decided(scores, ~model.drops(scores))
+
+        cases = {
+            "ours": ours,
+            "datatrove": datatrove_case(flt, texts, lambda t: normalise(t, model.max_tokens)),
+            "datatrove-raw": datatrove_case(flt, texts, None),
+            # not a side: our normalise alone, to say how much of ours it is in each round
+            "normalise": lambda: [normalise(t, model.max_tokens) for t in texts],
+        }
+        rounds = interleaved(cases, args.rounds)
+
+    mine: Decided = rounds.last["ours"]
+    print(f"\ndecisions (kept: P(good) >= {model.threshold:.3f}): ours keeps {int(mine.keep.sum())} of {n}")
+    differ = {}
+    for peer in ("datatrove", "datatrove-raw"):
+        differ[peer], line = compare(peer, mine, rounds.last[peer])
+        print(line)
+
+    rounds.report("ours", "docs/s", work=n, compare=[],
+                  title=f"\nseconds per round over {n} documents (in the order they ran):")
+    share = Spread.of([t["normalise"] / t["ours"] for t in rounds.times])
+    print(f"  our normalise alone, share of ours' seconds in the same round: {share.fmt('.0%', '')}")
+    lost: list[str] = []
+    for peer in ("datatrove", "datatrove-raw"):
+        s = rounds.versus("ours", peer)
+        if s.median < 1:
+            lost.append(f"speed: ours slower than {peer} ({s.fmt()})")
+    if differ["datatrove"]:
+        lost.append(f"{differ['datatrove']} decisions differ from datatrove on the same normalised lines")
+    print("\nwhere a peer beats ours:" if lost else "\nno measure where a peer beats ours")
+    for line in lost:
+        print(f"  {line}")
+    if args.check_offline:
+        if attempts:
+            print(f"NETWORK: {len(attempts)} attempts blocked: {attempts[:3]}", file=sys.stderr)
+            raise SystemExit(1)
+        print("offline: no socket left this machine (an audit hook guarded the whole run)")
+
+
+if __name__ == "__main__":
+    main()
