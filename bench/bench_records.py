@@ -3,6 +3,7 @@
 with an adapter that builds the same text, on the same generated ticket files.
 
     python -m bench.bench_records [--records N] [--rounds R] [--formats jsonl,jsonl.gz,csv]
+        [--breakdown]
 
 THE CORPUS. The support tickets of tests/data/domain/corpus/tickets/ (read here as files:
 bench does not import tests): the 27 records of `tickets.jsonl` and the 27 well-formed
@@ -46,6 +47,11 @@ rounds per format (ours, datatrove / datatrove, ours / ...: bench.common), one u
 warm-up call of each first (the file is then in the page cache for both). Ratios are
 datatrove seconds / our seconds within a round (> 1: ours faster), with their median,
 range and IQR.
+
+--breakdown then times each step of our jsonl read alone over every record (splitting
+lines, the byte check, json, the mapping, the text's control-character check, the doc_id),
+beside datatrove's (orjson, the adapter), and the csv row parsing of each side: where our
+time goes, outside the interleaved rounds.
 """
 
 from __future__ import annotations
@@ -58,11 +64,12 @@ import json
 import logging
 import statistics
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from bench.common import Rounds, Spread, interleaved
 
@@ -280,15 +287,83 @@ def print_summary(results: Sequence[Result]) -> list[str]:
               f"{res.mb / med['datatrove']:>14,.1f} | {s.median:.2f}x ({s.lo:.2f}-{s.hi:.2f}, "
               f"IQR {s.q1:.2f}-{s.q3:.2f}) | {differ:,} of {res.agreement.both:,}")
         if s.median < 1:
-            lost.append(f"{res.shard}: ours slower than datatrove ({s.fmt()})")
+            lost.append(f"{res.shard}: ours slower than datatrove, {s.fmt()}")
     return lost
+
+
+def _per_record(label: str, fn: Callable[[], object], n: int, passes: int = 5) -> None:
+    """Print the median over `passes` calls of `fn`, in microseconds per record."""
+    times = []
+    for _ in range(passes):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    print(f"  {label:<58} {statistics.median(times) / n * 1e6:8.1f} us/record")
+
+
+def breakdown(root: Path, n: int) -> None:
+    """Our read of the jsonl shard taken apart into its steps, each timed alone over every
+    record (median of 5 passes), beside datatrove's two per-record steps and both whole
+    reads: where our time goes. The csv rows: our line iterator (`_Lines`: line numbers,
+    the size cap per line, undecodable bytes kept for the rejection) under csv.reader,
+    against csv.DictReader on the text file as datatrove opens it."""
+    import orjson
+
+    from pipelines.config import ReaderConfig
+    from pipelines.data.decoding import CHUNK, check_binary_bytes, check_binary_text, iter_lines
+    from pipelines.data.documents import make_doc_id
+    from pipelines.data.read_records import RecordProblem, _Lines, record_text
+
+    cfg = ReaderConfig(**MAPPING)
+    data = (root / "jsonl" / FILES["jsonl"]).read_bytes()
+    chunks = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)]
+    lines = [line for _, _, line, _ in iter_lines(iter(chunks), cfg.max_document_bytes)]
+    parsed = [json.loads(line) for line in lines]
+    texts = []
+    for r in parsed:
+        try:
+            texts.append(record_text(r, cfg))
+        except RecordProblem:
+            pass
+    mapped = [r for r in parsed if "asunto" in r or "mensajes" in r]
+    limit, ratio = cfg.max_document_bytes, cfg.max_control_char_ratio
+    print(f"\nwhere the time goes: jsonl, {n:,} records, each step alone over all of them "
+          "(median of 5 passes)")
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("ours: split into lines (iter_lines)", lambda: list(iter_lines(iter(chunks), limit))),
+        ("ours: control bytes per line (check_binary_bytes)",
+         lambda: [check_binary_bytes(line, ratio) for line in lines]),
+        ("ours: decode + json.loads", lambda: [json.loads(line.decode("utf-8")) for line in lines]),
+        ("ours: the mapping (record_text)", lambda: [record_text(r, cfg) for r in mapped]),
+        ("ours: control characters of the text (check_binary_text)",
+         lambda: [check_binary_text(t, ratio) for t in texts]),
+        ("ours: doc_id (make_doc_id, xxh3-128)", lambda: [make_doc_id("jsonl/t.jsonl#1", t) for t in texts]),
+        ("datatrove: orjson.loads", lambda: [orjson.loads(line) for line in lines]),
+        ("datatrove: the adapter", lambda: [ticket_adapter(None, r, "f", 0) for r in mapped]),
+        ("ours: the whole read_shard", our_reader(root, "jsonl")),
+        ("datatrove: the whole JsonlReader run", lambda: list(datatrove_reader(root / "jsonl").run())),
+    ]
+    for label, fn in steps:
+        _per_record(label, fn, n)
+    path = root / "csv" / FILES["csv"]
+    raw = path.read_bytes()
+    csv_chunks = [raw[i:i + CHUNK] for i in range(0, len(raw), CHUNK)]
+
+    def dict_reader() -> None:
+        with open(path, encoding="utf-8") as f:  # text mode, newline translation: as datatrove opens it
+            list(csv.DictReader(f))
+
+    print(f"csv, {n:,} rows parsed into cells, nothing else:")
+    _per_record("ours: csv.reader over our line iterator (_Lines)",
+                lambda: list(csv.reader(_Lines(iter(csv_chunks), limit), strict=True)), n)
+    _per_record("datatrove: csv.DictReader over the text file", dict_reader, n)
 
 
 class _Quiet:
     """Our readers' rejection warnings to a NullHandler (still logged: the product pays
     for the record; not printed), datatrove's loguru disabled; both undone on exit."""
 
-    def __enter__(self) -> _Quiet:
+    def __enter__(self) -> Self:
         from datatrove.utils.logging import logger as loguru
 
         self._logger = logging.getLogger("pipelines.data.readers")
@@ -308,6 +383,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--records", type=int, default=20_000, help="tickets per file")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per format")
     ap.add_argument("--formats", default=",".join(FILES), help=f"comma-separated, of {', '.join(FILES)}")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="then time our jsonl read step by step (and the csv row parsing)")
     args = ap.parse_args(argv)
     shards = [s.strip() for s in args.formats.split(",") if s.strip()]
     if unknown := [s for s in shards if s not in FILES]:
@@ -324,10 +401,12 @@ def main(argv: list[str] | None = None) -> None:
         root = Path(tmp)
         sizes = write_corpus(root, records)
         results = [run_shard(root, s, len(records), sizes[s], args.rounds) for s in shards]
-    lost = print_summary(results)
-    print("\nwhere datatrove is faster:" if lost else "\nno format where datatrove is faster")
-    for line in lost:
-        print(f"  {line}")
+        lost = print_summary(results)
+        print("\nwhere datatrove is faster:" if lost else "\nno format where datatrove is faster")
+        for line in lost:
+            print(f"  {line}")
+        if args.breakdown:
+            breakdown(root, len(records))
 
 
 if __name__ == "__main__":

@@ -159,7 +159,6 @@ _LABEL_ALIASES = {
     "utf-16-be": "utf-8",
 }
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13)) + b"\x7f"
-_CONTROL_TABLE = dict.fromkeys(_CONTROL_BYTES)
 
 
 def sniff_encoding(data: bytes, html: bool) -> tuple[str, int]:
@@ -187,8 +186,12 @@ def check_binary_bytes(data: bytes, max_ratio: float) -> None:
 
 
 def check_binary_text(text: str, max_ratio: float) -> None:
-    nul = text.count("\0")
-    ctrl = len(text) - len(text.translate(_CONTROL_TABLE))
+    # The control characters are ASCII, which UTF-8 writes as the same single bytes and
+    # never inside another character's bytes: counted on the encoded text with
+    # bytes.translate, 40 times faster than str.translate over a dict (bench/bench_records.py)
+    data = text.encode("utf-8", "surrogatepass")
+    nul = data.count(0)
+    ctrl = len(data) - len(data.translate(None, _CONTROL_BYTES))
     _raise_if_binary(nul, ctrl, len(text), max_ratio)
 
 
