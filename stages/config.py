@@ -315,6 +315,14 @@ def check(cfg: YunqueConfig) -> None:
         # Stop words of one language with language ID for another would reject everything.
         raise ConfigError(f"filters.language ({cfg.filters.language!r}) and langid.language "
                           f"({cfg.langid.language!r}) must name the same language; set `language` alone")
+    if cfg.pii.person != "keep":
+        from pipelines.data.pii.names import NoNameModel
+        from pipelines.data.pii.names import check as name_model
+
+        try:  # at the edge, not inside the first shard's filter step
+            name_model(cfg.language)
+        except NoNameModel as e:
+            raise ConfigError(str(e)) from None
     t, m = cfg.train, cfg.model
     if t.seq_len > m.context:
         raise ConfigError(f"train.seq_len ({t.seq_len}) exceeds model.context ({m.context})")

@@ -36,3 +36,13 @@ def test_a_language_without_a_model_is_refused_in_one_line(language: str) -> Non
     with pytest.raises(ValueError, match=rf"no named-entity model for '{language}'.*can be found in fr only"):
         Redactor(PiiConfig(person="redact"), language)
     Redactor(PiiConfig(person="keep"), language)  # the default needs none
+
+
+def test_the_configuration_refuses_it_at_the_edge() -> None:
+    """`yunque run --overrides '{"pii.person": "redact"}'` on a Spanish corpus stops before
+    anything runs, in the one line the redactor would say."""
+    from stages.config import ConfigError, preset
+
+    with pytest.raises(ConfigError, match="no named-entity model for 'es'"):
+        preset("tiny", {"pii.person": "redact"})
+    assert preset("tiny", {"pii.person": "redact", "language": "fr"}).pii.person == "redact"
