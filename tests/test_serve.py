@@ -88,14 +88,41 @@ def test_yunque_chat_and_the_endpoint_give_the_same_greedy_answer(server, models
     endpoint = c.chat.completions.create(model="answers", messages=Q, max_tokens=24, temperature=0)
     assert _chat_cli(checkpoint, Q[0]["content"], 24) == endpoint.choices[0].message.content
     random_ckpt = (models["random"] / "checkpoint.txt").read_text()
-    # A prompt whose greedy reply is text: a reply of bare bytes that are no UTF-8 (this random
-    # model answers "La casa del sistema" with sixteen 0xD0 bytes) prints as U+FFFD each here
-    # and is decoded otherwise by llama-cpp-python, though both sampled the same token ids.
-    ours = subprocess.run([str(YUNQUE), "generate", "--checkpoint", random_ckpt, "--prompt", "La red del usuario",
+    # A prompt whose greedy reply is text: a reply of bare bytes that are no UTF-8 (a random
+    # model may answer with sixteen 0xD0 bytes) prints as U+FFFD each here and is decoded
+    # otherwise by llama-cpp-python, though both sampled the same token ids. Which prompts
+    # give text changes with the tokenizer's vocabulary: the first of these that does.
+    prompt = _text_prompt(random_ckpt, ["La red del usuario", "La casa del sistema", "El archivo de",
+                                        "Para instalar el", "Una ventana nueva", "El servidor de correo"])
+    ours = subprocess.run([str(YUNQUE), "generate", "--checkpoint", random_ckpt, "--prompt", prompt,
                            "--max-new-tokens", "16"], capture_output=True, text=True, timeout=300, check=True).stdout
-    assert "\ufffd" not in ours, f"the random model's reply is not text: pick another prompt ({ours!r})"
-    theirs = c.completions.create(model="random", prompt="La red del usuario", max_tokens=16, temperature=0)
+    assert "\ufffd" not in ours, ours
+    theirs = c.completions.create(model="random", prompt=prompt, max_tokens=16, temperature=0)
     assert ours.rstrip("\n") == theirs.choices[0].text
+
+
+def _text_prompt(checkpoint: str, prompts: list[str], margin: float = 0.05) -> str:
+    """The first prompt whose greedy 16-token continuation decodes to text (no U+FFFD) and
+    never comes near a tie (top two logits `margin` apart at every step): a random model's
+    near-ties go either way between torch and llama.cpp's f32 arithmetic."""
+    import torch
+
+    from model.checkpoint.load import load
+
+    loaded = load(checkpoint)
+    tok = loaded.tokenizer
+    for prompt in prompts:
+        ids, closest = tok.encode(prompt), float("inf")
+        with torch.no_grad():
+            for _ in range(16):
+                logits, _ = loaded.model(torch.tensor([ids]))
+                top = torch.topk(logits[0, -1].float(), 2).values
+                closest = min(closest, float(top[0] - top[1]))
+                ids.append(int(logits[0, -1].argmax()))
+        out = tok.decode(ids[len(tok.encode(prompt)):])
+        if "\ufffd" not in out and out.strip() and closest > margin:
+            return prompt
+    raise AssertionError(f"none of {prompts} gives the random model a clear reply that is text")
 
 
 @pytest.mark.parametrize("body, status, code", [

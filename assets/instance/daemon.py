@@ -92,7 +92,8 @@ def interrupts_held() -> Iterator[None]:
     when the block ends. Around spawning a child and keeping its handle: raised inside
     Popen, it left a child nobody would stop (a webserver outliving `yunque ui`, seen in
     CI). Outside the main thread, where no handler can be set, it holds nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a background job: Ctrl-C is not ours to raise
         yield
         return
     held: list[int] = []

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipelines.config import PiiConfig
+from pipelines.data.pii import names
 from pipelines.data.pii.credentials import find_credentials
 from pipelines.data.pii.email import find_emails
 from pipelines.data.pii.finance import find_cards, find_ibans
 from pipelines.data.pii.ids import find_national_ids
-from pipelines.data.pii import names
 from pipelines.data.pii.kinds import KINDS, PLACEHOLDERS, Finding, resolve
 from pipelines.data.pii.network import find_ip_addresses
 from pipelines.data.pii.phone import find_phones, regions_for
