@@ -191,3 +191,33 @@ def interleaved(cases: Mapping[str, Callable[[], Any]], rounds: int, warmup: int
         out.times.append({n: times[n] for n in names})  # stable column order
         out.orders.append(order)
     return out
+
+
+def guard_sockets(record: Callable[[dict], None]) -> None:
+    """An audit hook that records every connection or DNS lookup leaving loopback (what
+    tests/socket_guard.py does for the suite; bench does not import tests): a bench's
+    `--check-offline`."""
+    import sys
+
+    local = ("127.0.0.1", "::1", "localhost")
+
+    def hook(event: str, args: tuple) -> None:
+        if event in ("socket.connect", "socket.sendto") and len(args) > 1:
+            address = args[1]
+            host = address[0] if isinstance(address, tuple) else str(address)
+            if host not in local and not str(host).startswith("/"):
+                record({"event": event, "address": str(address)})
+        elif event in ("socket.getaddrinfo", "socket.gethostbyname") and args and args[0] not in (*local, None):
+            record({"event": event, "address": str(args[0])})
+
+    sys.addaudithook(hook)
+
+
+def say_offline(attempts: list[dict]) -> None:
+    """The end of a `--check-offline` run: a line, or exit 1 naming what tried to leave."""
+    import sys
+
+    if attempts:
+        print(f"NETWORK: {len(attempts)} attempts blocked: {attempts[:3]}", file=sys.stderr)
+        raise SystemExit(1)
+    print("offline: no socket left this machine (an audit hook guarded the whole run)")
