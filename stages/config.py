@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import field
 from typing import Annotated, Any
@@ -24,6 +25,7 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator
 import model.core.config as model_presets
 import model.post.config as post_presets
 from model.core.config import CostConfig, EvalConfig, ExportConfig, ModelConfig, TrainConfig
+from model.core.schedule import schedule_problem
 from model.post.config import PostTrainConfig
 from pipelines import languages
 from pipelines.config import (
@@ -186,6 +188,7 @@ def preset(name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfi
         base.filters = apply_profile(base.filters, nested["filters"])
     tree = base.to_dict()
     _merge(tree, nested, ())
+    _finite(tree, ())
     try:
         # JSON mode, strict: "100" is not an int and "0.9" not a float, while a JSON array
         # is a tuple and an int a float, as a user writing JSON expects.
@@ -194,6 +197,20 @@ def preset(name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfi
         raise ConfigError(_one_line(e)) from None
     check(cfg)
     return cfg
+
+
+def _finite(tree: Any, path: tuple[str, ...]) -> None:
+    """No infinite or NaN number anywhere: JSON readers other than Python's reject them
+    (yunque.json would hold `Infinity`), and no setting means one."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            _finite(v, (*path, str(k)))
+    elif isinstance(tree, list | tuple):
+        for i, v in enumerate(tree):
+            _finite(v, (*path, str(i)))
+    elif isinstance(tree, float) and not math.isfinite(tree):
+        why = " (a JSON number too large for a double reads as infinity)" if math.isinf(tree) else ""
+        raise ConfigError(f"config key {'.'.join(path)!r}: {tree} is not a finite number{why}")
 
 
 def _one_language(nested: dict[str, Any]) -> None:
@@ -324,6 +341,8 @@ def check(cfg: YunqueConfig) -> None:
         except NoNameModel as e:
             raise ConfigError(str(e)) from None
     t, m = cfg.train, cfg.model
+    if problem := schedule_problem("train", lr=t.lr, min_lr=t.min_lr, warmup=t.warmup, steps=t.steps):
+        raise ConfigError(problem)
     if t.seq_len > m.context:
         raise ConfigError(f"train.seq_len ({t.seq_len}) exceeds model.context ({m.context})")
     if m.dim % m.n_heads or m.n_heads % m.kv_heads:

@@ -149,3 +149,19 @@ def s3_storage_options(s3_server: str) -> dict[str, Any]:
         "secret": "testing",
         "skip_instance_cache": True,
     }
+
+
+HOME_BUCKET = "yunque-home"
+
+
+@pytest.fixture()
+def s3(s3_server, monkeypatch):
+    """The S3 server with the bucket homes on an object store live in (HOME_BUCKET), as an
+    s3fs filesystem; YUNQUE_S3_ENDPOINT points at it."""
+    import s3fs
+
+    monkeypatch.setenv("YUNQUE_S3_ENDPOINT", s3_server)
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True)
+    if not fs.exists(HOME_BUCKET):
+        fs.mkdir(HOME_BUCKET)
+    return fs

@@ -56,7 +56,8 @@ SMALL_EVAL = {"eval.math_problems": 8, "eval.sample_tokens": 16, "eval.math_max_
 # Post-training: two steps of every stage on a dozen examples (the plumbing, not the learning).
 POST_STAGES = ("sft", "reward", "dpo", "ppo", "grpo")
 SMALL_POST = {f"post.{s}.{k}": v for s in POST_STAGES for k, v in
-              {"steps": 2, "batch_size": 2, "examples": 12, "eval_every": 1, "heldout_fraction": 0.25}.items()}
+              {"steps": 2, "warmup": 1, "batch_size": 2, "examples": 12, "eval_every": 1,
+               "heldout_fraction": 0.25}.items()}
 SMALL_POST |= {f"post.{s}.{k}": v for s in ("ppo", "grpo") for k, v in {"dev_problems": 2, "max_new_tokens": 12}.items()}
 SMALL_POST |= {"post.grpo.group": 2}
 SMALL_RUN = json.dumps({"tokenizer.vocab_size": 512, **SMALL_TRAIN, **SMALL_EVAL, **SMALL_POST})
@@ -181,3 +182,17 @@ def answering_checkpoint(root: Path, answer: int, steps: int = 40) -> Path:
         opt.zero_grad()
     return ckpt.save(root / "base_model", 10, model.state_dict(), {}, loaded.state, tied=loaded.config.tie_embeddings,
                      tokenizer=tok.directory).path
+
+
+def recommit(store, asset: str, shard: str | None = None) -> None:
+    """Record an output's files, as a test edited them, in its manifest's checksums: the
+    test stands for a stage that committed that content (without this, the store rightly
+    calls the edited output damaged and refuses to read it)."""
+    from stages.store import integrity
+    from stages.store.outputs import MANIFEST
+
+    directory = store.dir(asset, shard)
+    m = json.loads((directory / MANIFEST).read_text())
+    side = {Path(p).relative_to(store.data).as_posix(): Path(p) for p in m.get("side_files", [])}
+    m[integrity.CHECKSUMS] = integrity.records(directory, m["files"], side)
+    (directory / MANIFEST).write_text(json.dumps(m, indent=1, sort_keys=True))

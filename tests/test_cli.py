@@ -75,6 +75,8 @@ def test_vocabulary_too_large_for_the_corpus_is_a_clear_error(tmp_path):
     (["--overrides", '{"langid.treshold": 0.5}'], "did you mean 'langid.threshold'?"),
     (["--overrides", '{"train.steps": "100"}'], "config key 'train.steps': Input should be a valid integer"),
     (["--overrides", "{not json"], "--overrides is not valid JSON"),
+    (["--overrides", '{"train.lr": 1e400}'], "config key 'train.lr': inf is not a finite number"),
+    (["--overrides", '{"train.warmup": 5000}'], "train.warmup (5000) is not shorter than train.steps"),
     (["--preset", "huge"], "unknown preset 'huge'"),
 ])
 def test_bad_configuration_fails_fast_before_any_run(tmp_path, args, message):

@@ -50,6 +50,12 @@ def test_prefix_matches_every_rule_of_a_filter_across_shards_and_stages(home):
     assert len(texts) == 2 and all(len(t) <= 20 for t in texts)
     read = inspect(str(home.home), "--reason", "", "--stage", "read")  # the empty prefix: every read rejection
     assert read.returncode == 0 and "foro" in read.stdout and "filter:" not in read.stdout
+    # a record the reader could not read never had a text: said so, not "None chars"
+    bad = inspect(str(home.home), "--reason", "malformed_json")
+    assert bad.returncode == 0, bad.stderr
+    assert "(no text; read stage)" in bad.stdout and "None" not in bad.stdout
+    assert "(no text: the reader never made a document of it; the detail says why)" in bad.stdout
+    assert "invalid JSON" in bad.stdout
 
 
 def test_unknown_reason_exits_2_with_the_reasons_and_counts(home):

@@ -158,3 +158,18 @@ def test_a_programs_config_file_is_read_into_one_typed_object_and_refuses_what_i
         PostRun.from_json({**post.to_json(), "stage": "sftt"})
     with pytest.raises(ValueError, match=r"unknown keys \['extra'\]"):
         PostRun.from_json({**post.to_json(), "extra": 1})
+
+
+@pytest.mark.parametrize(("overrides", "error"), [
+    ({"train.lr": 1e400}, "config key 'train.lr': inf is not a finite number (a JSON number too large for a double"),
+    ({"post.sft.min_lr": float("nan")}, "config key 'post.sft.min_lr': nan is not a finite number"),
+    ({"train.min_lr": 0.01, "train.lr": 0.001}, "train.min_lr (0.01) exceeds train.lr (0.001)"),
+    ({"train.warmup": 1600}, "train.warmup (1600) is not shorter than train.steps (1600)"),
+    ({"post.dpo.min_lr": 1e-3}, "post.dpo.min_lr (0.001) exceeds post.dpo.lr (5e-05)"),
+    ({"post.sft.steps": 20}, "post.sft.warmup (20) is not shorter than post.sft.steps (20)"),
+])
+def test_settings_that_cannot_work_are_refused_across_fields(overrides, error):
+    with pytest.raises(ConfigError) as e:
+        preset("tiny", overrides)
+    assert error in str(e.value)
+    assert "\n" not in str(e.value)

@@ -18,6 +18,7 @@ from pipelines.data.dedup import (
 )
 from pipelines.data.minhash import EMPTY, compute_signatures
 from stages.store.outputs import DataStore
+from tests.factory import recommit
 
 CFG = DedupConfig()
 N_RANDOM = 200
@@ -257,7 +258,8 @@ def test_failed_checks_say_so_and_name_what_failed(graph) -> None:
                    .replace_schema_metadata({b"yunque_cache_key": key}), store.rejected("bueno", "dedup"))
     langs = ["en" if d == english else lang for d, lang in zip(kept["doc_id"].to_pylist(), kept["lang"].to_pylist())]
     pq.write_table(kept.set_column(kept.schema.get_field_index("lang"), "lang", pa.array(langs)),
-                   store.part("deduped_documents", "bueno"))
+                   store.dir("deduped_documents", "bueno") / "part-0.parquet")
+    recommit(store, "deduped_documents", "bueno")
     result = run(("deduped_documents",), "bueno", checks=("every_document_once", "language_is_pure"))
     assert _materialization(result, "deduped_documents")["cached"] is True
     once, pure = _check(result, "every_document_once"), _check(result, "language_is_pure")
@@ -271,6 +273,7 @@ def test_failed_checks_say_so_and_name_what_failed(graph) -> None:
     removed = pq.read_table(near)
     assert removed.num_rows == 1
     pq.write_table(removed.slice(0, 0), near)
+    recommit(store, "dedup_index")
     dup = _check(run((), checks=("no_near_duplicates_left",)), "no_near_duplicates_left")
     assert not dup.passed and dup.description.startswith("FAILED: 1 pairs")
     assert {p["doc_id_a"] for p in dup.metadata["pairs_found"].value} | \

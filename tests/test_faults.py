@@ -429,3 +429,36 @@ def test_a_ctrl_c_while_a_child_is_spawned_waits_for_its_handle():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_kill_9_of_the_webserver_leaves_no_code_server_behind(tmp_path):
+    """`yunque ui` sees its webserver die and ends (exit 1, one line), taking the
+    webserver's code server with it rather than leaving it to its 45-s heartbeat timeout."""
+    import psutil
+
+    from tests.ui_server import free_port, ui_env, wait_for
+
+    home = tmp_path / "home"
+    port = free_port()
+    ui = subprocess.Popen([str(Path(sys.executable).with_name("yunque")), "--home", str(home), "ui", "--port",
+                           str(port)], env=ui_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True)
+    try:
+        def webserver_with_code_server():
+            for child in psutil.Process(ui.pid).children():
+                if "dagster-webserver" in " ".join(child.cmdline()) and child.children():
+                    return child
+            return None
+        webserver = wait_for("the webserver and its code server", webserver_with_code_server, 180, 1)
+        group = os.getpgid(webserver.pid)
+        code_servers = webserver.children()
+        os.kill(webserver.pid, signal.SIGKILL)
+        _, err = ui.communicate(timeout=60)
+    finally:
+        if ui.poll() is None:
+            os.killpg(ui.pid, signal.SIGKILL)
+    assert ui.returncode == 1
+    assert err.strip().splitlines()[-1].startswith("yunque ui: ") and "exited with code -9" in err
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in code_servers)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)

@@ -10,20 +10,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-import s3fs
 
 from stages.store.outputs import DataStore, StageStats
-
-BUCKET = "yunque-home"
-
-
-@pytest.fixture()
-def s3(s3_server, monkeypatch) -> s3fs.S3FileSystem:
-    monkeypatch.setenv("YUNQUE_S3_ENDPOINT", s3_server)
-    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True)
-    if not fs.exists(BUCKET):
-        fs.mkdir(BUCKET)
-    return fs
+from tests.conftest import HOME_BUCKET as BUCKET
 
 
 def machine(monkeypatch, tmp_path: Path, name: str, prefix: str) -> DataStore:

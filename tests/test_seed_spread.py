@@ -27,7 +27,7 @@ def test_recipe_ignores_seeds_runtime_and_later_stages():
     assert seed_spread.recipe_key(a, "sft_model") == seed_spread.recipe_key(grpo_changed, "sft_model")
     assert seed_spread.recipe_key(a, "grpo_model") != seed_spread.recipe_key(grpo_changed, "grpo_model")
     assert seed_spread.recipe_key(a, "ppo_model") != seed_spread.recipe_key(
-        preset("tiny", {"post.reward.steps": 7}).to_dict(), "ppo_model")  # PPO is scored by the reward model
+        preset("tiny", {"post.reward.steps": 70}).to_dict(), "ppo_model")  # PPO is scored by the reward model
     assert seed_spread.eval_key(a) != seed_spread.eval_key(seeded)
 
 

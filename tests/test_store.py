@@ -14,7 +14,7 @@ from stages.data.dedup import StaleIndexError, dedup_index_stage, deduped_stage,
 from stages.data.ingest import clean_stage, filter_stage, read_stage
 from stages.data.quality import StaleQualityError, quality_stage
 from stages.store.outputs import DataStore, StageStats
-from tests.factory import write_two_shards
+from tests.factory import recommit, write_two_shards
 
 
 def _all_stages(store: DataStore, root, cfg) -> list[str]:
@@ -43,6 +43,7 @@ def test_stages_account_for_every_document(tmp_path):
     kept = pq.read_table(store.part("deduped_documents", "foro"))
     dup = Rejection(kept["doc_id"][0].as_py(), "foro", "x", "dedup", "test", "", None)
     pq.write_table(rejections_table([dup]), store.rejected("foro", "dedup"))
+    recommit(store, "deduped_documents", "foro")
     acc = exactly_once(store, "foro")
     assert not acc.ok and acc.duplicated == [kept["doc_id"][0].as_py()]
 
@@ -74,6 +75,7 @@ def test_language_purity_labels_again_only_the_texts_changed_since_language_id(t
     new = {ids[0]: english, ids[1]: tail, ids[2]: cut}
     pq.write_table(kept.set_column(kept.schema.get_field_index("text"), "text",
                                    pa.array([new.get(d, t) for d, t in zip(ids, kept["text"].to_pylist())])), path)
+    recommit(store, "deduped_documents", "foro")
     after = language_purity(store, "foro", lang, max_chars=m)
     assert after.relabelled == 2 and after.redetected_target == 0.5
     assert [(d, label) for d, _, _, label, _ in after.off_target] == [(ids[0], "en")]

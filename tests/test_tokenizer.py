@@ -171,8 +171,12 @@ def test_tokenizer_stage_errors(tmp_path, store):
     _deduped(empty, "z", [])
     with pytest.raises(TokenizerError, match="no training documents"):
         tokenizer_stage(empty, ["z"], _cfg())
-    with pytest.raises(VocabularyTooLarge):
-        tokenizer_stage(store, ["a", "b"], _cfg(vocab_size=60_000))
+    with pytest.raises(VocabularyTooLarge, match="supports only"):  # within the bound: the trainer says so
+        tokenizer_stage(store, ["a", "b"], _cfg(vocab_size=2_000))
+    # far out of reach: refused from the manifests' byte counts, before the trainer reads a document
+    with pytest.raises(VocabularyTooLarge, match=r"vocab_size=10,000,000 is out of reach of [\d,]+ bytes of "
+                                                 r"training text.*so at most [\d,]+"):
+        tokenizer_stage(store, ["a", "b"], _cfg(vocab_size=10_000_000))
 
 
 def test_round_trip_check_on_held_out_documents(store):

@@ -180,21 +180,22 @@ def stop(proc: subprocess.Popen, instance: dg.DagsterInstance | None = None, gra
 
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGCONT)  # a stopped daemon (SIGSTOP) handles the SIGINT only once it runs
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    _empty_group(proc.pid)
+    empty_group(proc.pid)
     if instance is not None:
         forget(instance)
 
 
-def _empty_group(pgid: int, grace_s: float = 10) -> None:
-    """What is left of the daemon's process group once the daemon exited (its code
-    servers, their run workers) gets `grace_s` to end, then SIGKILL. Seen on a full disk:
-    a code server outlived its daemon for minutes, and the run it still claimed to serve
-    kept the next command waiting."""
+def empty_group(pgid: int, grace_s: float = 10) -> None:
+    """What is left of a process group once its leader exited (the daemon's code servers
+    and their run workers; the webserver's code server) gets `grace_s` to end, then
+    SIGKILL. Seen on a full disk: a code server outlived its daemon for minutes, and the
+    run it still claimed to serve kept the next command waiting."""
     import signal
 
     deadline = time.monotonic() + grace_s

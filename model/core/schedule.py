@@ -22,3 +22,16 @@ def lr_at(step: int, *, lr: float, min_lr: float, warmup: int, total: int, kind:
         progress = min(1.0, (step - decay_start) / max(1, total - decay_start))
         return lr + (min_lr - lr) * progress
     raise ValueError(f"unknown schedule {kind!r}; choose cosine or wsd")
+
+
+def schedule_problem(section: str, *, lr: float, min_lr: float, warmup: int, steps: int) -> str | None:
+    """Why a learning-rate schedule of `lr_at` cannot work as configured (`section`:
+    "train", "post.sft", ... names the keys), or None: a floor above the peak, or a warmup
+    the run never finishes."""
+    if min_lr > lr:
+        return (f"{section}.min_lr ({min_lr:g}) exceeds {section}.lr ({lr:g}): the learning rate would rise while "
+                "it decays; set min_lr to at most lr (a tenth of it is usual)")
+    if warmup >= steps:
+        return (f"{section}.warmup ({warmup}) is not shorter than {section}.steps ({steps}): the run would end "
+                f"before the learning rate reached {section}.lr; lower warmup (or raise steps)")
+    return None

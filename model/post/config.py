@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from model.core.schedule import schedule_problem
 from pipelines.config import (
     RUNTIME,
     Fraction,
@@ -180,6 +181,8 @@ class PostRun:
 
 def check(name: str, c: StageConfig) -> None:
     """Rules between fields of one stage (each field validates its own type and range)."""
+    if problem := schedule_problem(f"post.{name}", lr=c.lr, min_lr=c.min_lr, warmup=c.warmup, steps=c.steps):
+        raise ValueError(problem)
     if isinstance(c, PPOConfig) and not 1 <= c.minibatches <= c.batch_size:
         raise ValueError(f"post.{name}.minibatches must be between 1 and batch_size ({c.batch_size})")
     if isinstance(c, RewardConfig) and c.replay:

@@ -98,6 +98,15 @@ def new_tokenizer():
     return tok
 
 
+def reachable_vocab(training_bytes: int, min_frequency: int = 2) -> int:
+    """An upper bound on the vocabulary BPE can learn from `training_bytes` of text: the
+    bytes and the special tokens, plus one token per merge, and every merge joins at
+    least `min_frequency` occurrences of a pair, so takes at least that many tokens off
+    a text that starts as `training_bytes` tokens. Known before training: a vocabulary
+    far out of reach is refused at once, not after the trainer has read everything."""
+    return 256 + len(SPECIAL_TOKENS) + max(0, training_bytes - 1) // max(1, min_frequency)
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2):
     """Train on `texts` (streamed). Raises VocabularyTooLarge when fewer than `vocab_size`
     tokens occur at least `min_frequency` times: the caller asked for more than the data

@@ -26,6 +26,7 @@ from stages.data.dedup import INDEX_ASSET, deduped_key, index_key, minhash_key
 from stages.data.ingest import clean_key, filter_key, read_key
 from stages.data.token_shards import encoded_key, intact
 from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER, tokenizer_key
+from stages.store.integrity import DamagedOutput
 from stages.store.outputs import DataStore
 
 PER_SHARD = ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "deduped_documents",
@@ -41,13 +42,29 @@ class DataPlan:
 
     fresh_shards: dict[str, set[str]] = field(default_factory=dict)
     fresh_assets: set[str] = field(default_factory=set)
+    # outputs whose files no longer match their manifest ("asset/shard" or "asset" -> why):
+    # never up to date, so the run rebuilds them, and everything downstream with them
+    damaged: dict[str, str] = field(default_factory=dict)
 
     def is_fresh(self, asset: str, shard: str | None = None) -> bool:
         return asset in self.fresh_assets if shard is None else shard in self.fresh_shards.get(asset, set())
 
 
-def _current(store: DataStore, asset: str, shard: str | None, key: str | None) -> bool:
-    return key is not None and store.cached(asset, shard, key) is not None
+def _current(store: DataStore, asset: str, shard: str | None, key: str | None, out: DataPlan) -> bool:
+    if key is None:
+        return False
+    where = f"{asset}/{shard}" if shard else asset
+    try:
+        m = store.manifest(asset, shard)
+    except DamagedOutput as e:  # the store's committed version (a home on an object store)
+        out.damaged[where] = f"{e.file}: {e.why}"
+        return False
+    if m is None or m.get("key") != key:
+        return False
+    if why := store.damage(asset, shard, m):
+        out.damaged[where] = why
+        return False
+    return True
 
 
 def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -> DataPlan:
@@ -62,7 +79,7 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
                                 ("clean_documents", lambda k: filter_key(store, cfg, k)),
                                 ("filtered_documents", lambda k: minhash_key(cfg, k)),
                                 ("minhash_signatures", None)):
-            if not _current(store, asset, shard, key):
+            if not _current(store, asset, shard, key, out):
                 key = None
             else:
                 out.fresh_shards[asset].add(shard)
@@ -73,7 +90,7 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
             elif key is not None:
                 key = next_key(key)
     index_fresh = all(k is not None for k in signatures.values()) and _current(
-        store, INDEX_ASSET, None, index_key(cfg, {s: k for s, k in signatures.items() if k is not None}))
+        store, INDEX_ASSET, None, index_key(cfg, {s: k for s, k in signatures.items() if k is not None}), out)
     if index_fresh:
         out.fresh_assets.add(INDEX_ASSET)
     digests = (store.manifest(INDEX_ASSET) or {}).get("stats", {}).get("extra", {}).get("shard_digests", {})
@@ -81,19 +98,21 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
         k is not None for k in filtered.values()) else None
     if scored is not None:
         out.fresh_assets.add(quality_model.ASSET)
+    elif why := store.damage(quality_model.ASSET):
+        out.damaged[quality_model.ASSET] = why
     tok = store.manifest(TOKENIZER)
-    if not cfg.tokenizer.retrain and _current(store, TOKENIZER, None, tokenizer_key(cfg)):
+    if not cfg.tokenizer.retrain and _current(store, TOKENIZER, None, tokenizer_key(cfg), out):
         out.fresh_assets.add(TOKENIZER)  # trained once: new shards do not retrain it
     for shard in fingerprints:
         if not (index_fresh and scored is not None and filtered[shard] is not None and shard in digests):
             continue
         deduped = deduped_key(cfg, filtered[shard], digests[shard], scored[shard])
-        if not _current(store, "deduped_documents", shard, deduped):
+        if not _current(store, "deduped_documents", shard, deduped, out):
             continue
         out.fresh_shards["deduped_documents"].add(shard)
         if TOKENIZER in out.fresh_assets and tok is not None:
             encoded = encoded_key(cfg, tok["stats"]["extra"]["tokenizer_hash"], deduped)
-            if _current(store, TOKEN_SHARDS, shard, encoded) and intact(store.dir(TOKEN_SHARDS, shard)):
+            if _current(store, TOKEN_SHARDS, shard, encoded, out) and intact(store.dir(TOKEN_SHARDS, shard)):
                 out.fresh_shards[TOKEN_SHARDS].add(shard)
     if human_preferences.is_current(store):  # the same ratings: the same pairs and conversations
         out.fresh_assets.add(human_preferences.HUMAN_PREFERENCES)
@@ -101,6 +120,6 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
         # the shards base_model would train on (stages.training.pretrain.token_inputs: not the empty ones)
         versions = {s: m["key"] for s in fingerprints if (m := store.manifest(TOKEN_SHARDS, s))
                     and (m["stats"]["extra"].get("train_tokens") or m["stats"]["extra"].get("val_tokens"))}
-        if _current(store, CONTAMINATION, None, contamination_key(cfg, versions)):
+        if _current(store, CONTAMINATION, None, contamination_key(cfg, versions), out):
             out.fresh_assets.add(CONTAMINATION)
     return out

@@ -23,8 +23,10 @@ from pipelines.tokens.tokenizer import (
     PROBES,
     DocumentEncoder,
     TokenizerError,
+    VocabularyTooLarge,
     in_sample,
     is_validation,
+    reachable_vocab,
     save_pretrained,
     train_bpe,
 )
@@ -82,6 +84,12 @@ def _tokenizer_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig)
         raise TokenizerError("no shard has deduped_documents yet: nothing to train a tokenizer on")
     total = sum(store.manifest("deduped_documents", s)["stats"]["bytes_out"] for s in shards)
     fraction = min(1.0, t.sample_bytes / max(1, total * (1 - t.val_fraction)))
+    available = min(t.sample_bytes, int(total * (1 - t.val_fraction)))
+    if available and (most := reachable_vocab(available, t.min_frequency)) < t.vocab_size:
+        raise VocabularyTooLarge(
+            f"tokenizer.vocab_size={t.vocab_size:,} is out of reach of {available:,} bytes of training text: each "
+            f"token past the bytes needs a pair seen {t.min_frequency} times, so at most {most:,} (fewer in "
+            "practice); lower tokenizer.vocab_size, or add data")
     sample = _Sample()
 
     def texts() -> Iterator[str]:

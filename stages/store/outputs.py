@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stages.store import integrity
 from stages.store import remote as remote_home
 from stages.store.env import home_url
 from stages.store.sync import StoreSync
@@ -111,7 +112,8 @@ class DataStore(StoreSync):
         return self._path(asset, shard)
 
     def part(self, asset: str, shard: str) -> Path:
-        return self.dir(asset, shard) / PART
+        """The table of a per-shard output, for a stage to read: verified first."""
+        return self.verified(asset, shard) / PART
 
     def rejected(self, shard: str, stage: str) -> Path:
         if stage in REJECTED_BY:
@@ -125,19 +127,55 @@ class DataStore(StoreSync):
         return json.loads(path.read_text())
 
     def cached(self, asset: str, shard: str | None, key: str) -> StageStats | None:
-        """The previous stats if the last run had the same key and its files still exist
-        (side files must carry that same key: a crash between writing a side file and
-        swapping the asset directory leaves a mismatch, which is a miss)."""
-        m = self.manifest(asset, shard)
-        if not m or m.get("key") != key:
-            return None
-        if not all((self.dir(asset, shard) / f).exists() for f in m.get("files", [])):
-            return None
-        if not all(_file_key(Path(p)) == key for p in m.get("side_files", [])):
+        """The previous stats if the last run had the same key and its files (side files
+        included) are still the ones it committed (`damage`): a crash between writing a
+        side file and swapping the asset directory, or a file damaged since, is a miss."""
+        try:
+            m = self.manifest(asset, shard)
+        except integrity.DamagedOutput:
+            return None  # damaged in the store: a miss, which the stage builds again
+        if not m or m.get("key") != key or self.damage(asset, shard, m) is not None:
             return None
         stats = StageStats(**m["stats"])
         stats.cached = True
         return stats
+
+    def _files(self, asset: str, shard: str | None, m: dict[str, Any]) -> dict[str, Path]:
+        """Each file a manifest commits, by its name in the checksums, where it is here."""
+        directory = self._path(asset, shard)
+        out = integrity.expand(directory, m.get("files", []))
+        out.update({self._side_rel(Path(p)): Path(p) for p in m.get("side_files", [])})
+        return out
+
+    def _side_rel(self, path: Path) -> str:
+        return path.relative_to(self.data).as_posix()
+
+    def damage(self, asset: str, shard: str | None = None, m: dict[str, Any] | None = None,
+               full: bool = False) -> str | None:
+        """Why a committed output is damaged ("part-0.parquet: checksum"), or None when
+        its files match the manifest. The cheap check (sizes, and the content of a file
+        whose mtime moved) unless `full`, which hashes every byte. No manifest: None."""
+        m = m if m is not None else self.manifest(asset, shard)
+        if m is None:
+            return None
+        found = integrity.find_damage(self._files(asset, shard, m), m, full=full)
+        return f"{found[0]}: {found[1]}" if found else None
+
+    def verified(self, asset: str, shard: str | None = None) -> Path:
+        """The directory of a committed output whose every file matches its checksum, for
+        a stage about to read it; a damaged one raises `DamagedOutput`, naming the output,
+        the file and what to run, instead of being read."""
+        directory = self.dir(asset, shard)
+        m = self.manifest(asset, shard)
+        if m is not None and (why := self.damage(asset, shard, m, full=True)):
+            where = f"{asset}/{shard}" if shard else asset
+            name, _, reason = why.partition(": ")
+            path = self._files(asset, shard, m).get(name, directory / name)
+            ui = f"Materialize {asset}" + (f" for partition {shard}" if shard else "")
+            raise integrity.DamagedOutput(
+                f"{where} is damaged: {path} ({reason}); it is not read. Rebuild it with `yunque verify --repair` "
+                f"(or {ui} in the UI), then run this again", name, reason)
+        return directory
 
     def lock_path(self, asset: str, shard: str | None = None) -> Path:
         # Outside the asset directories, which `commit` renames away, and never deleted:
@@ -185,7 +223,10 @@ class DataStore(StoreSync):
         """The output is already there: same key, same stats (a forced rebuild under the
         same key, like a tokenizer retrained on more shards, reports other stats), and
         complete (its files and side files)."""
-        m = self.manifest(asset, shard)
+        try:
+            m = self.manifest(asset, shard)
+        except integrity.DamagedOutput:
+            return False
         ours = json.loads(json.dumps(manifest["stats"]))  # as it would read back (tuples become lists)
         return m is not None and m.get("stats") == ours and self.cached(asset, shard, manifest["key"]) is not None
 
@@ -229,15 +270,16 @@ class DataStore(StoreSync):
                 (tmp / name).write_text(text)
             written = write(tmp) if write is not None else []
             side = side or {}
+            files = sorted([*tables, *(extra_files or {}), *written])
             manifest = {
                 "key": stats.key,
-                "files": sorted([*tables, *(extra_files or {}), *written]),
+                "files": files,
                 "side_files": sorted(str(p) for p in side),
                 "stats": stats.to_json(),
             }
             if self.remote is not None:
                 manifest["version"] = remote_home.new_version(stats.key)
-            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            own = integrity.records(tmp, files, {})  # hashed outside the lock (token arrays are large)
             # A caller that holds the lock checked the cache under it: an output with this key
             # there is one it judged unusable (say, a truncated token array), so it is replaced.
             checked = self.holds_lock(asset, shard)
@@ -246,6 +288,9 @@ class DataStore(StoreSync):
                     return  # another writer committed this very output: ours is a copy
                 for path, table in side.items():
                     write_parquet(path, table.replace_schema_metadata({KEY_META: stats.key}), self.staging())
+                manifest[integrity.CHECKSUMS] = {
+                    **own, **integrity.records(self.data, [], {self._side_rel(p): p for p in side})}
+                (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
                 old = None
                 if final.exists():
                     old = Path(tempfile.mkdtemp(dir=self.staging(), prefix="old.")) / final.name
@@ -263,16 +308,6 @@ class DataStore(StoreSync):
 
 
 KEY_META = b"yunque_cache_key"
-
-
-def _file_key(path: Path) -> str | None:
-    if not path.exists():
-        return None
-    import pyarrow.parquet as pq
-
-    meta = pq.read_schema(path).metadata or {}
-    value = meta.get(KEY_META)
-    return value.decode() if value else None
 
 
 def write_parquet(path: Path, table: pa.Table, scratch: Path | None = None) -> None:

@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.s3_outage import patient
+from stages.store import integrity
 
 MANIFEST = "_manifest.json"
+DAMAGED = "_manifest.damaged.json"
 SYNCED = "_synced.json"  # local only: the tree as last seen in sync with the store
 SIDE = "_side"  # inside a version: side files, by their path under data/
 LAST = ("checksums.json", "run.json", "materialized.json")  # written after the files they vouch for
@@ -154,7 +156,16 @@ class RemoteHome:
                 self.fs.get_file(self._r(f"{rel}/{version}/{SIDE}/{relside}"), str(part))
                 os.replace(part, dest)
                 side.append(str(dest))
-            (tmp / MANIFEST).write_text(json.dumps({**manifest, "side_files": side}, indent=1, sort_keys=True))
+            local = {**manifest, "side_files": side}
+            if integrity.CHECKSUMS in manifest:  # older versions have none: the local copy is then rebuilt
+                paths = {**integrity.expand(tmp, manifest.get("files", [])),
+                         **{r: data / r for r in manifest.get("side_files", [])}}
+                if found := integrity.find_damage(paths, manifest, full=True):
+                    raise integrity.DamagedOutput(
+                        f"{self.url}/{rel}/{version}: {found[0]} is damaged in the store ({found[1]}): it is not "
+                        f"used; rebuild it with `yunque verify --repair`", found[0], f"in the store: {found[1]}")
+                local[integrity.CHECKSUMS] = integrity.restamp(manifest[integrity.CHECKSUMS], paths)
+            (tmp / MANIFEST).write_text(json.dumps(local, indent=1, sort_keys=True))
             old = None
             if target.exists():
                 old = Path(tempfile.mkdtemp(dir=staging, prefix="old.")) / target.name
@@ -167,6 +178,41 @@ class RemoteHome:
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    def committed(self) -> list[str]:
+        """The outputs committed in the store: `data/<asset>[/<shard>]` with a manifest."""
+        base = self._r("data")
+        self.fs.invalidate_cache(base)
+        found = [*self.fs.glob(f"{base}/*/{MANIFEST}"), *self.fs.glob(f"{base}/*/*/{MANIFEST}")]
+        return sorted("data/" + posixpath.relpath(posixpath.dirname(p), base) for p in found)
+
+    def find_damage(self, rel: str, manifest: dict[str, Any]) -> tuple[str, str] | None:
+        """(file, why) of the first object of a committed version that does not match its
+        manifest's checksums (every byte read from the store), or None."""
+        checks = manifest.get(integrity.CHECKSUMS)
+        if checks is None:
+            return (MANIFEST, "no checksums (written before they were recorded)")
+        version = manifest["version"]
+        side = set(manifest.get("side_files", []))
+        objects = {n: f"{rel}/{version}/{SIDE}/{n}" if n in side else f"{rel}/{version}/{n}" for n in checks}
+        for name, obj in sorted(objects.items()):
+            rec = checks.get(name, {})
+            try:
+                size = self.fs.info(self._r(obj))["size"]
+            except FileNotFoundError:
+                return (name, "missing")
+            if size != rec.get("size"):
+                return (name, f"size {size:,} bytes, committed {rec.get('size', 0):,}")
+            with self.fs.open(self._r(obj), "rb") as f:
+                if integrity.stream_checksum(f) != rec.get(integrity.ALGORITHM):
+                    return (name, "checksum")
+        return None
+
+    def quarantine(self, rel: str) -> None:
+        """Take a damaged output out of the store's committed set: its manifest moves to
+        `_manifest.damaged.json` (the objects stay, for a look), so every cache drops its
+        copy and the next run builds it again."""
+        self.fs.mv(self._r(f"{rel}/{MANIFEST}"), self._r(f"{rel}/{DAMAGED}"))
 
     # -- run directories: trees mirrored file by file ---------------------------------
 

@@ -214,7 +214,10 @@ def outdated(store: DataStore, record: dict[str, Any]) -> dict[str, str]:
 
 def unfinished_note(store: DataStore, asset: str) -> str:
     """Why an asset directory without a record has none: a run that never finished."""
-    directory = store.dir(asset)
+    return unfinished_note_in(store.dir(asset), asset)
+
+
+def unfinished_note_in(directory: Path, asset: str) -> str:
     ckpts = all_checkpoints(directory)
     if not ckpts:
         return f"no materialized {asset} under {directory}: materialize {asset} first"

@@ -21,7 +21,7 @@ from typing import Any
 from model.checkpoint.files import Checkpoint, verify
 from model.pretrain.early_stop import read_best
 from stages.store.outputs import DataStore
-from stages.training.lineage import LineageError, read_record, unfinished_note, weights_of
+from stages.training.lineage import LineageError, read_record_in, unfinished_note_in, weights_of
 
 
 @dataclass
@@ -49,13 +49,18 @@ def consumed_record(store: DataStore, asset: str) -> tuple[dict[str, Any], Check
     LineageError, naming the asset, the path and what to materialize, when there is no
     record (never materialized, or its run restarted and unfinished), when the record is
     not at its run's last step, or when the checkpoint is missing, damaged or replaced."""
-    rec = read_record(store, asset)
+    return recorded_checkpoint(store.dir(asset), asset)
+
+
+def recorded_checkpoint(directory: Path, asset: str) -> tuple[dict[str, Any], Checkpoint]:
+    """consumed_record for a training asset's directory as a path (a user's `--checkpoint`)."""
+    rec = read_record_in(directory)
     if rec is None:
-        raise LineageError(unfinished_note(store, asset))
-    # resolved in this store, not by the absolute path recorded: a home can be moved
-    path = store.dir(asset) / Path(rec["checkpoint"]).name
+        raise LineageError(unfinished_note_in(directory, asset))
+    # resolved in this directory, not by the absolute path recorded: a home can be moved
+    path = directory / Path(rec["checkpoint"]).name
     redo = f"re-materialize {asset}"
-    if rec["step"] < rec.get("final_step", rec["step"]) and not _best_of_ended_run(store.dir(asset), rec):
+    if rec["step"] < rec.get("final_step", rec["step"]) and not _best_of_ended_run(directory, rec):
         raise LineageError(f"{asset}: the recorded checkpoint {path} is step {rec['step']} of a "
                            f"{rec['final_step']}-step run (unfinished): materialize {asset} to finish it")
     if not path.is_dir():

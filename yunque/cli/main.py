@@ -23,6 +23,7 @@ from yunque.cli import language as cli_language
 from yunque.cli import node as cli_node
 from yunque.cli import serve as cli_serve
 from yunque.cli import ui as cli_ui
+from yunque.cli import verify as cli_verify
 from yunque.cli.model import add_commands
 
 
@@ -245,6 +246,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         if detected is None:
             return 2
         chosen = detected
+    from yunque.cli import lease
+
+    work = lease.Lease(chosen.corpus, chosen.preset, lease.config_hash(chosen.preset, chosen.overrides))
+    try:
+        with lease.held(work):  # before the home's settings are written: a refused command changes nothing
+            return _run_leased(args, home, chosen, saved, existed)
+    except lease.HomeBusy as e:
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 3
+
+
+def _run_leased(args: argparse.Namespace, home: Path, chosen: HomeSettings, saved: HomeSettings,
+                existed: bool) -> int:
     from stages.store import home as home_settings
 
     url = env.home_url()
@@ -336,6 +350,7 @@ def parser() -> argparse.ArgumentParser:
     cli_inspect.add_parser(sub)
     cli_calibrate.add_parser(sub)
     cli_serve.add_parser(sub)
+    cli_verify.add_parser(sub, lambda argv: cmd_run(parser().parse_args(argv)))
     return p
 
 

@@ -10,12 +10,40 @@ from pathlib import Path
 from stages.preset_names import DEFAULT_PRESET
 
 
+def _chosen(path: str):
+    """What `--checkpoint` names: a step directory, as given; a training asset's directory
+    (data/base_model), the checkpoint its materialization recorded, which every stage
+    downstream uses (the best one, when early stopping kept an earlier step), never
+    simply the newest on disk. Says which, on stderr (stdout is the command's output)."""
+    from model.checkpoint.files import PREFIX, all_checkpoints
+    from stages.training.lineage import RECORD_FILE
+    from stages.training.selection import recorded_checkpoint
+
+    p = Path(path)
+    if not p.is_dir() or p.name.startswith(PREFIX):
+        return path
+    if (p / RECORD_FILE).exists():
+        _, found = recorded_checkpoint(p, p.name)
+        last = all_checkpoints(p)[-1].step if all_checkpoints(p) else found.step
+        why = (f"its best, by validation loss; the run went on to step {last}" if found.step < last
+               else "its last")
+        print(f"{p}: step {found.step}, the checkpoint {p.name} materialized ({why}); "
+              f"another step: --checkpoint {p}/{PREFIX}N", file=sys.stderr)
+        return found
+    if all_checkpoints(p):
+        from stages.training.lineage import unfinished_note_in
+
+        raise ValueError(f"{unfinished_note_in(p, p.name)}; or name one step: --checkpoint {p}/{PREFIX}N")
+    return path
+
+
 def _load(path: str, int8: bool = False):
     from model.checkpoint.load import LoadError, load
+    from stages.training.lineage import LineageError
 
     try:
-        loaded = load(path)
-    except (LoadError, FileNotFoundError, ValueError) as e:
+        loaded = load(_chosen(path))
+    except (LoadError, LineageError, FileNotFoundError, ValueError) as e:
         raise SystemExit(f"yunque: cannot use checkpoint {path}: {e}") from None
     if int8:
         from model.export.quantize import quantize_int8
@@ -195,9 +223,11 @@ def add_commands(sub) -> None:
     from stages.config import PRESETS
     from yunque.cli.lineage import add_command as add_lineage
 
+    checkpoint_help = ("a step-NNNNNNNN directory, or a training asset's (e.g. .yunque/data/base_model): the "
+                       "checkpoint it materialized, the best under early stopping")
+
     def sampling_args(p, tokens: int, temperature: float) -> None:
-        p.add_argument("--checkpoint", required=True,
-                       help="a step-NNNNNNNN directory, or a training asset's (e.g. .yunque/data/base_model)")
+        p.add_argument("--checkpoint", required=True, help=checkpoint_help)
         p.add_argument("--max-new-tokens", type=int, default=tokens)
         p.add_argument("--temperature", type=float, default=temperature, help="0 is greedy")
         p.add_argument("--top-k", type=int, default=50)
@@ -216,7 +246,7 @@ def add_commands(sub) -> None:
     c.add_argument("--system", help="a system message to start the conversation with")
     c.set_defaults(fn=cmd_chat)
     e = sub.add_parser("eval", help="the evaluation report's row for one checkpoint")
-    e.add_argument("--checkpoint", required=True)
+    e.add_argument("--checkpoint", required=True, help=checkpoint_help)
     e.add_argument("--gsm8k", help="a GSM8K-format jsonl (question, answer ending in '#### N') to score")
     e.add_argument("--problems", type=int, help="held-out generated problems (default: the preset's)")
     e.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
@@ -233,7 +263,7 @@ def add_commands(sub) -> None:
     e.add_argument("--harness-limit", type=int, default=0, help="items per harness task (default: all)")
     e.set_defaults(fn=cmd_eval)
     x = sub.add_parser("export", help="write a Hugging Face directory (and GGUF files)")
-    x.add_argument("--checkpoint", required=True)
+    x.add_argument("--checkpoint", required=True, help=checkpoint_help)
     x.add_argument("--out", required=True)
     x.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     x.add_argument("--gguf", action="store_true", help="also GGUF files for llama.cpp (see --gguf-types)")

@@ -14,6 +14,12 @@ from pathlib import Path
 CANCEL_WAIT_S = 60.0
 # How often a command that found another process' daemon checks that it still serves
 SERVING_CHECK_S = 15.0
+# Our daemon not answering (its process stopped, or no heartbeat for HEARTBEAT_LATE_S:
+# Dagster beats every 30 s): a line every SILENT_S, and after YUNQUE_DAEMON_SILENCE_LIMIT
+# seconds (default 300) the command gives up with one line and the resuming command.
+SILENT_S = 30.0
+HEARTBEAT_LATE_S = 75.0
+FROM_OUTSIDE = "marked as failed from outside the execution context"
 
 
 class DaemonLost(RuntimeError):
@@ -28,10 +34,16 @@ class DaemonKeeper:
     raises DaemonLost: one line, with the log to read and the command that resumes."""
 
     def __init__(self, instance, log: Path):
+        import os
+
         self.instance, self.log = instance, log
         self.own = None  # the daemon this command started, while it runs
         self.deaths = 0  # how often ours exited under us
         self.next_check = 0.0  # when to look again whether another process' daemon serves
+        self.silent_since: float | None = None  # ours has not answered since (time.time())
+        self.said_silent = 0.0  # the silence (seconds) last reported
+        self.silences = 0  # silences ours came back from: runs failed meanwhile are retried once
+        self.silence_limit = float(os.environ.get("YUNQUE_DAEMON_SILENCE_LIMIT", "300"))
 
     def _start(self, why: str, stream) -> None:
         """Start ours, unless another command started one meanwhile: then that one serves."""
@@ -58,6 +70,7 @@ class DaemonKeeper:
                             sys.stdout if first else sys.stderr)
             return
         if self.own.poll() is None:
+            self._watch_silence()
             return
         code, self.own = self.own.returncode, None
         daemon.forget(self.instance)
@@ -66,6 +79,43 @@ class DaemonKeeper:
             raise DaemonLost(f"the Dagster daemon exited again (code {code}); its log: {self.log}. "
                              "Run the same command again to resume.")
         self._start(f"the Dagster daemon exited (code {code}); starting another (log: {self.log})", sys.stderr)
+
+    def _silence(self) -> tuple[float, str] | None:
+        """(since when, the process' state) while our daemon does not answer: its process
+        is stopped (SIGSTOP, a debugger), or it has written no heartbeat for HEARTBEAT_LATE_S."""
+        import psutil
+
+        try:
+            state = psutil.Process(self.own.pid).status()
+        except psutil.Error:
+            return None  # gone: poll() says so next time
+        now = time.time()
+        if state in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+            return (self.silent_since or now, state)
+        beat = self.instance.get_daemon_heartbeats().get("BACKFILL")
+        if beat is not None and now - beat.timestamp > HEARTBEAT_LATE_S:
+            return (min(self.silent_since or now, beat.timestamp), state)
+        return None
+
+    def _watch_silence(self) -> None:
+        found = self._silence()
+        if found is None:
+            if self.silent_since is not None:
+                print(f"the Dagster daemon (pid {self.own.pid}) answers again after "
+                      f"{time.time() - self.silent_since:.0f} s; going on", file=sys.stderr, flush=True)
+                self.silent_since, self.said_silent = None, 0.0
+                self.silences += 1
+            return
+        self.silent_since, state = found
+        silent = time.time() - self.silent_since
+        if silent >= self.silence_limit:
+            raise DaemonLost(f"the Dagster daemon (pid {self.own.pid}) has not answered for {silent:.0f} s "
+                             f"(state: {state}): stopping it; its log: {self.log}. Run the same command again "
+                             "to resume.")
+        if silent - self.said_silent >= SILENT_S:
+            self.said_silent = silent
+            print(f"the Dagster daemon (pid {self.own.pid}) has not answered for {silent:.0f} s; state: {state} "
+                  f"(this command gives up at {self.silence_limit:.0f} s)", file=sys.stderr, flush=True)
 
     def stop(self, backfill_id: str | None = None) -> None:
         """Stop ours, but not under runs this command did not submit (a backfill from the
@@ -118,7 +168,12 @@ def _fresh(keys, resources, listed):
     if not {k.to_user_string() for k in keys} & {*data_plan.PER_SHARD, *data_plan.WHOLE_CORPUS}:
         return None
     settings = resources["settings"]
-    return data_plan.plan(settings.store(), settings.data_config(), {s.key: s.fingerprint for s in listed})
+    out = data_plan.plan(settings.store(), settings.data_config(), {s.key: s.fingerprint for s in listed})
+    chosen = {k.to_user_string() for k in keys}
+    for where, why in sorted(out.damaged.items()):
+        todo = "rebuilding" if where.split("/")[0] in chosen else "not in this selection: yunque verify --repair rebuilds it"
+        print(f"damaged: {where} ({why}); {todo}")
+    return out
 
 
 def _without_fresh_models(instance, defs, chosen, settings):
@@ -223,6 +278,13 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
         keeper.stop(backfill_id)
     status = instance.get_backfill(backfill_id).status.value
     ok = status == "COMPLETED_SUCCESS" and all(r.ok for r in follower.reports)
+    outside = [r for r in follower.reports if not r.ok and FROM_OUTSIDE in (r.error or "")]
+    if not ok and keeper.silences and outside and not getattr(args, "retried_silence", False):
+        # the daemon's code server gave up on its runs while the daemon was stopped
+        print(f"{len(outside)} {'runs were' if len(outside) > 1 else 'run was'} failed from outside while the Dagster "
+              "daemon did not answer; retrying once", file=sys.stderr, flush=True)
+        args.retried_silence = True
+        return run_backfill(args, home, chosen, line, finish)
     if not ok and not getattr(args, "going_on", False) and \
             (left := follower_mod.failed_only_on(follower.reports, resources["corpus"])):
         # Dagster does not run a whole-corpus join after a failed parent partition: the

@@ -6,6 +6,7 @@ instance (a `yunque run` in progress, say). It is what `dagster dev` does, witho
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -138,6 +139,14 @@ def stop(procs: list[subprocess.Popen], grace_s: float = 20) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+    # A child killed outright (kill -9 of the webserver) left its own children behind: its
+    # code server would wait out its heartbeat timeout (about 90 s) before leaving.
+    from assets.instance.daemon import empty_group
+
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGTERM)
+        empty_group(p.pid, grace_s=5)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -48,10 +48,23 @@ def attach_values(samples: dict[str, list[dict[str, Any]]], metrics: pa.Table) -
             r["threshold"] = f"{rule.drop_if} {rule.threshold:g}" if rule.threshold is not None else "off"
 
 
-def _quote(text: str | None) -> str:
-    if text is None:
-        return "(text not kept: undecodable or too large)"
-    return text.replace("```", "'''")
+def _missing(r: dict[str, Any]) -> str:
+    """What stands in for a rejection without text: a record the reader could not read
+    (malformed JSON, no text column) never had any; a later stage's was too large or
+    undecodable to keep."""
+    if r.get("stage") == "read":
+        return "(no text: the reader never made a document of it; the detail says why)"
+    return "(text not kept: undecodable or too large)"
+
+
+def _length(r: dict[str, Any]) -> str:
+    return "no text" if r["chars"] is None else f"{r['chars']} chars"
+
+
+def _quote(r: dict[str, Any]) -> str:
+    if r["text"] is None:
+        return _missing(r)
+    return r["text"].replace("```", "'''")
 
 
 def samples_markdown(samples: dict[str, list[dict[str, Any]]], counts: dict[str, int]) -> str:
@@ -62,8 +75,8 @@ def samples_markdown(samples: dict[str, list[dict[str, Any]]], counts: dict[str,
         parts.append(f"#### `{reason}`: {counts.get(reason, len(rows))} documents, {len(rows)} shown")
         for r in rows:
             value = _value(r)
-            parts.append(f"`{r['doc_id'][:12]}` {r['source']} ({r['chars']} chars{value})\n\n"
-                         f"```\n{_quote(r['text'])}\n```")
+            parts.append(f"`{r['doc_id'][:12]}` {r['source']} ({_length(r)}{value})\n\n"
+                         f"```\n{_quote(r)}\n```")
     return "\n\n".join(parts) or "nothing rejected"
 
 
@@ -79,9 +92,9 @@ def terminal_text(rows: list[dict[str, Any]]) -> str:
     document (doc_id first: a source may hold spaces), then its text."""
     out = []
     for r in rows:
-        out.append(f"--- {r['doc_id'][:12]}  {r['reason']}  {r['source']}  ({r['chars']} chars{_value(r)}; "
+        out.append(f"--- {r['doc_id'][:12]}  {r['reason']}  {r['source']}  ({_length(r)}{_value(r)}; "
                    f"{r['stage']} stage)")
         if r.get("detail") and r["detail"] != f"{r['source']}: {r['reason']}":  # says more than the header
             out.append(f"    {r['detail']}")
-        out.append(r["text"] if r["text"] is not None else "(text not kept: undecodable or too large)")
+        out.append(r["text"] if r["text"] is not None else _missing(r))
     return "\n".join(out)

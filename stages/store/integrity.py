@@ -1,0 +1,117 @@
+"""Whether a committed output's files are still the ones its manifest committed.
+
+`commit` records each file's size, modification time and xxHash3-128 (`record`) in the
+manifest, for the asset's own files and its side files (rejections). Two checks read
+that record:
+
+- `damage`, the cheap one, asked by every "is this up to date?" (the plan, a stage's
+  cache lookup): a file missing or of another size is damaged; a file whose mtime
+  moved is hashed, and damaged only if its content changed (a `touch` or a copy that
+  kept the bytes is not damage).
+- `verify`, the full one, asked when a stage reads an input and by `yunque verify`:
+  every byte is hashed (xxh3 runs at several GB/s, far above parquet decoding; the cost
+  per GB is in docs/benchmarks.md, "Checksums").
+
+A manifest written before checksums existed has no record: its output counts as
+damaged ("no checksums"), so it is rebuilt once rather than trusted unseen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, BinaryIO
+
+CHECKSUMS = "checksums"
+ALGORITHM = "xxh3_128"
+_CHUNK = 8 << 20
+
+
+class DamagedOutput(RuntimeError):
+    """A committed output whose files no longer match its manifest; the message is the
+    one line a user sees: which output, which file, why, and what to run."""
+
+    def __init__(self, message: str, file: str = "", why: str = ""):
+        super().__init__(message)
+        self.file, self.why = file, why
+
+
+def checksum(path: Path) -> str:
+    with open(path, "rb") as f:
+        return stream_checksum(f)
+
+
+def stream_checksum(f: BinaryIO) -> str:
+    """The digest of what an open binary file (local, or an object store's) holds."""
+    import xxhash
+
+    h = xxhash.xxh3_128()
+    while chunk := f.read(_CHUNK):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def record(path: Path) -> dict[str, Any]:
+    """What the manifest keeps of one file it commits."""
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, ALGORITHM: checksum(path)}
+
+
+def expand(directory: Path, names: list[str]) -> dict[str, Path]:
+    """Each file a manifest's `files` names, by its path under the output's directory: a
+    name that is a directory (eval_contamination's purified/ split) stands for every file
+    in it."""
+    out: dict[str, Path] = {}
+    for name in names:
+        path = directory / name
+        if path.is_dir():
+            out.update({p.relative_to(directory).as_posix(): p for p in sorted(path.rglob("*")) if p.is_file()})
+        else:
+            out[name] = path
+    return out
+
+
+def records(directory: Path, files: list[str], side: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """The checksums section of a manifest: the asset's files by their path under its
+    directory, and its side files by their path under data/ (the same on every machine
+    that caches the home)."""
+    out = {name: record(path) for name, path in expand(directory, files).items()}
+    out.update({rel: record(path) for rel, path in side.items()})
+    return out
+
+
+def restamp(checks: dict[str, dict[str, Any]], paths: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """The same records with the local files' mtimes, after a download has verified them
+    (the uploader's mtimes mean nothing on this machine)."""
+    return {name: {**rec, "mtime_ns": paths[name].stat().st_mtime_ns} if name in paths else rec
+            for name, rec in checks.items()}
+
+
+def _problem(path: Path, rec: dict[str, Any], full: bool) -> str | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "missing"
+    if st.st_size != rec.get("size"):
+        return f"size {st.st_size:,} bytes, committed {rec.get('size', 0):,}"
+    if not full and st.st_mtime_ns == rec.get("mtime_ns"):
+        return None
+    if checksum(path) != rec.get(ALGORITHM):
+        return "checksum"
+    return None
+
+
+def find_damage(paths: dict[str, Path], manifest: dict[str, Any], full: bool = False) -> tuple[str, str] | None:
+    """(file, why) of the first file of a manifest that does not match its record, or None.
+    `paths` maps each recorded name to where the file is on this machine."""
+    checks = manifest.get(CHECKSUMS)
+    if checks is None:
+        return ("_manifest.json", "no checksums (written before they were recorded)")
+    for name in sorted(set(paths) | set(checks)):
+        rec, path = checks.get(name), paths.get(name)
+        if rec is None:
+            return (name, "not in the manifest's checksums")
+        if path is None:
+            return (name, "missing")
+        if why := _problem(path, rec, full):
+            return (name, why)
+    return None

@@ -1,0 +1,102 @@
+"""One configuration per home at a time.
+
+Two `yunque run` on one home share its outputs (the tokenizer, the token arrays, the
+models) and its remembered settings (yunque.json). With the same configuration they
+take turns on each output and both end with what each asked for; with different ones
+(`--preset tiny` and `--preset smoke`), the second would overwrite what the first is
+building, and both would report success. So each command holds a lease while it runs:
+a file under `$DAGSTER_HOME/commands/` naming its configuration, locked (flock) for
+the command's lifetime. A command whose configuration differs from a live lease's
+refuses before it writes anything; a lease whose command died is unlocked, and so is
+stale, and is removed.
+
+The lease is per machine: two machines sharing a home on an object store each see only
+their own commands (docs/operations.md, "One configuration per home").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Lease:
+    corpus: str
+    preset: str
+    config: str  # hash of the resolved configuration tree
+    pid: int = 0
+    command: str = "yunque run"
+
+    def same_work(self, other: Lease) -> bool:
+        return (self.corpus, self.preset, self.config) == (other.corpus, other.preset, other.config)
+
+
+class HomeBusy(RuntimeError):
+    """Another command runs on this home with another configuration; the message is the
+    one line to print."""
+
+
+def config_hash(preset: str, overrides: dict) -> str:
+    from stages.config import preset as resolve
+    from stages.store.keys import cache_key
+
+    return cache_key(resolve(preset, overrides).to_dict())[:12]
+
+
+def _root() -> Path:
+    path = Path(os.environ["DAGSTER_HOME"]) / "commands"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _live(root: Path) -> list[tuple[Path, Lease]]:
+    """The leases whose command still holds its lock; stale ones are removed."""
+    out = []
+    for path in sorted(root.glob("*.json")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:  # its command holds it: alive
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    out.append((path, Lease(**json.loads(path.read_text()))))
+                continue
+            path.unlink(missing_ok=True)  # nobody holds it: its command is gone
+        finally:
+            os.close(fd)
+    return out
+
+
+@contextlib.contextmanager
+def held(lease: Lease) -> Iterator[None]:
+    """Hold `lease` on this home until the block ends, or raise HomeBusy naming the live
+    command with another configuration."""
+    from assets.instance.client import home_lock
+
+    root = _root()
+    path = root / f"{os.getpid()}.json"
+    with home_lock("commands"):  # check and register in one step: two commands starting at once
+        for _, other in _live(root):
+            if other.pid != os.getpid() and not lease.same_work(other):
+                raise HomeBusy(
+                    f"`{other.command}` (pid {other.pid}) is running on this home with another configuration "
+                    f"(preset {other.preset}, configuration {other.config}, corpus {other.corpus}; this command: "
+                    f"preset {lease.preset}, configuration {lease.config}, corpus {lease.corpus}): wait for it to "
+                    "end, or give this command another home (--home DIR)")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, json.dumps(asdict(Lease(**{**asdict(lease), "pid": os.getpid()}))).encode())
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
