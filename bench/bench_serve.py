@@ -2,7 +2,9 @@
 llama-cpp-python's own server on the same file (what our layer costs), and our KV-cache
 generation (`yunque generate`'s model.core.generate, in process), on the same model, the
 same prompts and the same number of new tokens: time to first token and new tokens per
-second, for 1 stream and for N concurrent streams.
+second, for 1 stream and for N concurrent streams. `engine` is `yunque serve`'s own engine
+process reached on its Unix socket, past the front (stages.serving.front): what the
+front's hop costs.
 
     python -m bench.bench_serve [--home H] [--export DIR --checkpoint CKPT] [--quant q8_0]
                                 [--new 128] [--streams 1,8] [--threads 2] [--rounds 5]
@@ -75,17 +77,46 @@ class Server:
         self.stop()
         raise RuntimeError("yunque serve did not answer in 2 minutes")
 
+    def engine_socket(self) -> str:
+        """`yunque serve`'s engine's own Unix socket: the same application without the
+        front's hop (stages.serving.front)."""
+        import psutil
+
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            cmd = child.cmdline()
+            if "--engine-socket" in cmd:
+                return cmd[cmd.index("--engine-socket") + 1]
+        raise RuntimeError("no engine process under yunque serve")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(30)
 
 
-def _stream(port: int, prompt: str, new: int, banned: list[int], key: str | None) -> tuple[float, float, int]:
-    """(seconds to the first chunk, seconds to the end, chunks) of one streamed completion."""
+class UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket (the engine's)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("engine", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        import socket
+
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+def _stream(port: int | str, prompt: str, new: int, banned: list[int], key: str | None) -> tuple[float, float, int]:
+    """(seconds to the first chunk, seconds to the end, chunks) of one streamed completion,
+    to a port on 127.0.0.1 or a Unix socket's path."""
     body = json.dumps({"model": "bench", "prompt": prompt, "max_tokens": new, "temperature": 0, "stream": True,
                        "logit_bias": {str(t): -100 for t in banned}})
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c = (UnixConnection(port, timeout=600) if isinstance(port, str)
+         else http.client.HTTPConnection("127.0.0.1", port, timeout=600))
     t0 = time.perf_counter()
     c.request("POST", "/v1/completions", body, {"Content-Type": "application/json",
                                                 **({"Authorization": f"Bearer {key}"} if key else {})})
@@ -102,13 +133,16 @@ def _stream(port: int, prompt: str, new: int, banned: list[int], key: str | None
     return first or 0.0, time.perf_counter() - t0, chunks
 
 
-def serve_case(server: Server, n: int, new: int, banned: list[int], ttfts: list[float]):
-    """One round: n streams at once; every stream's time to first token goes to `ttfts`."""
+def serve_case(server: Server, n: int, new: int, banned: list[int], ttfts: list[float], engine: bool = False):
+    """One round: n streams at once (to the engine's socket, past the front, if `engine`);
+    every stream's time to first token goes to `ttfts`."""
+    where = server.engine_socket() if engine else server.port
+
     def run() -> Clocked:
         out: list[tuple[float, float, int]] = [None] * n  # type: ignore[list-item]
 
         def one(i: int) -> None:
-            out[i] = _stream(server.port, PROMPTS[i % len(PROMPTS)], new, banned, server.key)
+            out[i] = _stream(where, PROMPTS[i % len(PROMPTS)], new, banned, server.key)
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
         t0 = time.perf_counter()
@@ -182,12 +216,13 @@ def main() -> None:
                    "--interrupt_requests", "False", plain=True)
     try:
         for n in [int(s) for s in args.streams.split(",")]:
-            ttfts: dict[str, list[float]] = {"serve": [], "llama_cpp": [], "ours": []}
+            ttfts: dict[str, list[float]] = {"serve": [], "engine": [], "llama_cpp": [], "ours": []}
             r = interleaved({"serve": serve_case(server, n, new, banned, ttfts["serve"]),
+                             "engine": serve_case(server, n, new, banned, ttfts["engine"], engine=True),
                              "llama_cpp": serve_case(plain, n, new, banned, ttfts["llama_cpp"]),
                              "ours": ours_case(loaded, n, new, ttfts["ours"])}, args.rounds)
             print(f"\n{n} stream(s) ({args.rounds} interleaved rounds):")
-            for case in ("serve", "llama_cpp", "ours"):
+            for case in ("serve", "engine", "llama_cpp", "ours"):
                 tokens = r.last[case]["chunks"]
                 rate = Spread.of([tokens / s for s in r.seconds(case)])
                 ttft = ttfts[case][-args.rounds * n:]  # the timed rounds, not the warm-up
@@ -200,6 +235,9 @@ def main() -> None:
             # what our layer (limits, page, feedback routes) costs over the engine's own server
             print(f"  serve vs llama_cpp's own server, {n} stream(s): {r.ratio('serve', 'llama_cpp').fmt()} "
                   "(< 1: yunque serve slower)")
+            # what the front (the hop that keeps the endpoint up when the engine dies) costs
+            print(f"  serve vs its engine reached directly, {n} stream(s): {r.ratio('serve', 'engine').fmt()} "
+                  "(< 1: the front's hop costs that much)")
     finally:
         server.stop()
         plain.stop()

@@ -172,3 +172,28 @@ def test_a_pulled_copy_is_stamped_with_its_local_mtimes(s3, tmp_path, monkeypatc
     assert m[integrity.CHECKSUMS]["part-0.parquet"]["mtime_ns"] == part.stat().st_mtime_ns
     assert m[integrity.CHECKSUMS]["rejected_documents/s1/filter.parquet"]["mtime_ns"] == \
         b.rejected("s1", "filter").stat().st_mtime_ns
+
+
+def test_yunque_verify_on_a_home_in_the_object_store(s3, tmp_path, monkeypatch):
+    """The command on an S3 home, as an operator runs it: every committed version read
+    from the store; the damaged one named, exit 1; nothing damaged, exit 0."""
+    import subprocess
+    import sys
+
+    a = machine(monkeypatch, tmp_path, "a", "integrity-3")
+    commit(a)
+    home = f"s3://{BUCKET}/integrity-3"
+    yunque = [str(Path(sys.executable).with_name("yunque")), "--home", home, "verify"]
+    env = {**os.environ, "YUNQUE_CACHE": str(tmp_path / "operator")}
+    clean = subprocess.run(yunque, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.strip().endswith(f"1 outputs checked in {home}: every file matches its checksum")
+    version = json.loads(s3.cat(f"{BUCKET}/integrity-3/data/filtered_documents/s1/{MANIFEST}"))["version"]
+    side = f"{BUCKET}/integrity-3/data/filtered_documents/s1/{version}/_side/rejected_documents/s1/filter.parquet"
+    data = bytearray(s3.cat(side))
+    data[len(data) // 2] ^= 0xFF
+    s3.pipe(side, bytes(data))
+    found = subprocess.run(yunque, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert ("damaged: filtered_documents/s1 (rejected_documents/s1/filter.parquet: checksum; in the store)"
+            in found.stdout)

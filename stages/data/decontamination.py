@@ -243,7 +243,7 @@ def decontamination_stage(store: DataStore, versions: dict[str, str], cfg: Yunqu
             names = ["report.json", "hits.parquet", QA_FILE]
             if purified:
                 for shard, docs in contaminated.items():
-                    _purify(store.dir(TOKEN_SHARDS, shard), directory / PURIFIED / shard, set(docs))
+                    _purify(store.verified(TOKEN_SHARDS, shard), directory / PURIFIED / shard, set(docs))
                 names.append(PURIFIED)
             return names
 
@@ -344,7 +344,7 @@ def training_shards(store: DataStore, versions: dict[str, str]) -> tuple[dict[st
     said) for these token shard versions: the purified copy of a shard where the current
     report made one, the token shard itself elsewhere. Raises DecontaminationError when the
     report that covers exactly these shards failed."""
-    dirs = {s: str(store.dir(TOKEN_SHARDS, s)) for s in versions}
+    dirs = {s: str(store.verified(TOKEN_SHARDS, s)) for s in versions}  # no training on a damaged token array
     m = store.manifest(ASSET)
     if m is None:
         return dict(versions), dirs, "not checked: eval_contamination has not been materialized"

@@ -148,7 +148,7 @@ def deduped_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageStats
         if hit := store.cached("deduped_documents", shard, key):
             return hit
         docs = read_table(store.part("filtered_documents", shard))
-        idir = store.dir(INDEX_ASSET)
+        idir = store.verified(INDEX_ASSET)
         # only this shard's rows of the index (row-group statistics skip the others)
         near = {r["doc_id"]: r for r in read_shard_rows(idir / "near_duplicates.parquet", shard).to_pylist()}
         para = {r["doc_id"]: r for r in read_shard_rows(idir / "paragraph_drops.parquet", shard).to_pylist()}

@@ -212,7 +212,7 @@ def shard_decisions(store: DataStore, shard: str, filtered_key: str) -> tuple[st
                                 "materialize quality_model first")
     if not extra.get("enabled", True):
         return None
-    table = pq.read_table(store.dir(ASSET) / scores_file(shard))
+    table = pq.read_table(store.verified(ASSET) / scores_file(shard))
     threshold = float(extra["threshold"])
     low = table.filter(pc.less(table["score"], threshold))
     return extra["shard_digests"][shard], dict(zip(low["doc_id"].to_pylist(), low["score"].to_pylist())), threshold

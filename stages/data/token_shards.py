@@ -50,7 +50,7 @@ def token_shard_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageS
     with store.lock(TOKEN_SHARDS, shard):
         if (hit := store.cached(TOKEN_SHARDS, shard, key)) and intact(store.dir(TOKEN_SHARDS, shard)):
             return hit
-        enc = load_encoder(str(store.dir(TOKENIZER)), tok_hash)
+        enc = load_encoder(str(store.verified(TOKENIZER)), tok_hash)
         if enc.hash != tok_hash:
             raise TokenizerError(f"{store.dir(TOKENIZER)}: tokenizer.json changed under its manifest "
                                  f"({enc.hash} != {tok_hash}); re-materialize the tokenizer")

@@ -10,7 +10,9 @@ that record:
   kept the bytes is not damage).
 - `verify`, the full one, asked when a stage reads an input and by `yunque verify`:
   every byte is hashed (xxh3 runs at several GB/s, far above parquet decoding; the cost
-  per GB is in docs/benchmarks.md, "Checksums").
+  per GB is in docs/benchmarks.md, "Checksums"). A file already hashed in this process
+  is not hashed again while its inode, size, mtime and ctime are the same: any write,
+  `touch` or `utime` moves the ctime, which no user can set back.
 
 A manifest written before checksums existed has no record: its output counts as
 damaged ("no checksums"), so it is rebuilt once rather than trusted unseen.
@@ -18,6 +20,8 @@ damaged ("no checksums"), so it is rebuilt once rather than trusted unseen.
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -50,10 +54,26 @@ def stream_checksum(f: BinaryIO) -> str:
     return h.hexdigest()
 
 
+# (path, inode, size, mtime_ns, ctime_ns) -> digest, for files hashed in this process
+_seen: dict[tuple[str, int, int, int, int], str] = {}
+_seen_lock = threading.Lock()
+
+
+def _digest(path: Path, st: os.stat_result) -> str:
+    memo = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    with _seen_lock:
+        if memo in _seen:
+            return _seen[memo]
+    digest = checksum(path)
+    with _seen_lock:
+        _seen[memo] = digest
+    return digest
+
+
 def record(path: Path) -> dict[str, Any]:
     """What the manifest keeps of one file it commits."""
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, ALGORITHM: checksum(path)}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, ALGORITHM: _digest(path, st)}
 
 
 def expand(directory: Path, names: list[str]) -> dict[str, Path]:
@@ -95,7 +115,7 @@ def _problem(path: Path, rec: dict[str, Any], full: bool) -> str | None:
         return f"size {st.st_size:,} bytes, committed {rec.get('size', 0):,}"
     if not full and st.st_mtime_ns == rec.get("mtime_ns"):
         return None
-    if checksum(path) != rec.get(ALGORITHM):
+    if _digest(path, st) != rec.get(ALGORITHM):
         return "checksum"
     return None
 

@@ -359,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given: `yunque serve` starts its engine with it
     endpoint = args.home_endpoint or getattr(args, "s3_endpoint", None)
     if endpoint:  # the runs, the daemon and the training processes inherit it
         os.environ["YUNQUE_S3_ENDPOINT"] = endpoint

@@ -10,6 +10,10 @@ model (stages.serving.app: llama-cpp-python's server on the export's GGUF).
 
 Loopback only unless YUNQUE_API_KEY is set: any other bind address needs the key, and
 with it every API request carries `Authorization: Bearer <key>`.
+
+The command is a front that forwards to an engine, this same command with
+`--engine-socket` in a child process (stages.serving.front): llama.cpp crashing takes the
+engine down, not the endpoint, and the engine starts again.
 """
 
 from __future__ import annotations
@@ -95,6 +99,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"yunque serve: --host {args.host} is reachable from other machines: set {API_KEY_ENV} (clients then "
               "send it as 'Authorization: Bearer <key>'), or bind to 127.0.0.1", file=sys.stderr)
         return 2
+    if not args.engine_socket:
+        return _front(args, key)
     try:
         resolver = Resolver(home, args.quant)
         models = [resolver.resolve(s) for s in [args.model, *args.compare]]
@@ -106,7 +112,70 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"yunque serve: two models with the same name {aliases}: rename a file or pass each once",
               file=sys.stderr)
         return 2
+    return _engine(args, key, resolver, models)
+
+
+def _front(args: argparse.Namespace, key: str | None) -> int:
+    """The endpoint: start the engine (this command with --engine-socket), forward to it."""
+    from stages.serving.front import Engine, EngineFailed, run_front
+
+    def say(line: str) -> None:
+        print(f"yunque serve: {line}", file=sys.stderr, flush=True)
+
+    def argv(sock: str) -> list[str]:
+        return [sys.executable, "-m", "yunque.cli", *args.argv, "--engine-socket", sock]
+
+    engine = Engine(argv, say, {"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        engine.start()
+    except EngineFailed as e:
+        if e.line:
+            say(e.line)
+        engine.stop()
+        return e.code
+    except KeyboardInterrupt:
+        engine.stop()
+        return 130
+    run_front(engine, args.host, args.port, args.log_level)
+    return 0
+
+
+def _warm_up(models: list, threads: int) -> None:
+    """Load each model and generate a few tokens before listening: llama.cpp built for
+    another CPU crashes here, at start, where the front reports it in one line."""
+    import llama_cpp
+
+    for m in models:
+        llm = llama_cpp.Llama(model_path=str(m.gguf), n_ctx=256, n_threads=threads, n_threads_batch=threads,
+                              verbose=False)
+        llm.create_completion("Hola", max_tokens=4, temperature=0.0)
+        del llm
+
+
+def _follow_front() -> None:
+    """The engine ends with its front, however the front ended (kill -9 included): it runs
+    in a session of its own, which no signal to the front's reaches."""
+    import signal
+    import threading
+    import time
+
+    front = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == front:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful shutdown
+        time.sleep(10)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="front-watch", daemon=True).start()
+
+
+def _engine(args: argparse.Namespace, key: str | None, resolver: Resolver, models: list) -> int:
+    """The engine: the whole application on the front's Unix socket."""
     import uvicorn
+
+    _follow_front()
 
     from stages.data.human_preferences import feedback_dir
     from stages.serving.app import ChampionWatcher, build
@@ -121,12 +190,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return ChampionWatcher(served, "champion", resolver.champion, args.watch_seconds, say)
     app = build(models, feedback_dir=feedback_dir(resolver.store), api_key=key, threads=args.threads,
                 limits=Limits(max_body_bytes=args.max_body_bytes, max_tokens=args.max_tokens), watcher=watcher)
+    _warm_up(models, args.threads or max(1, os.cpu_count() or 2))
     base = f"http://{args.host}:{args.port}"
     for m in models:
         say(f"{m.alias}: {m.gguf} (version {m.version}, weights {m.weights_sha256[:12]}, context {m.n_ctx or '?'})")
     say(f"chat page {base}/ ; OpenAI base_url {base}/v1" + (" (API key required)" if key else "")
         + f"; ratings to {feedback_dir(resolver.store)}")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    uvicorn.run(app, uds=args.engine_socket, log_level=args.log_level, timeout_graceful_shutdown=5)
     return 0
 
 
@@ -149,4 +219,5 @@ def add_parser(sub) -> None:
     s.add_argument("--watch-seconds", type=float, default=30,
                    help="how often the champion alias is asked (0: never; POST /yunque/reload asks now)")
     s.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    s.add_argument("--engine-socket", default="", help=argparse.SUPPRESS)  # the engine child (stages.serving.front)
     s.set_defaults(fn=cmd_serve)
