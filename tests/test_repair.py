@@ -6,6 +6,7 @@ The tests share one home and run in order; each leaves it repaired."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -101,3 +102,53 @@ def test_damage_upstream_and_a_new_copy_elsewhere_keep_the_text_once(clean, tmp_
     assert got == want
     kept = [d for k, v in got.items() if k.startswith("deduped/") for d in v]
     assert len(kept) == len(set(kept)) and len(got["deduped/nuevo"]) + len(got["deduped/manuales"]) > 0
+
+
+def test_a_version_damaged_in_the_object_store_is_found_and_repaired(s3, tmp_path):
+    """A home in the bucket: an object of a committed version damaged in the store (the
+    cache that wrote it still holds a good copy); `yunque verify` reads the store's bytes
+    and names it, `--repair` takes the version out of the committed set and rebuilds it,
+    and the kept documents are those of the clean run."""
+    import pyarrow.parquet as pq
+
+    from stages.store.outputs import DataStore
+    from tests.conftest import HOME_BUCKET
+    from tests.factory import SMALL_RUN
+    from tests.ui_server import FAST
+
+    write_two_shards(tmp_path / "corpus")
+    home = f"s3://{HOME_BUCKET}/repair"
+    env = {k: v for k, v in os.environ.items() if k not in ("YUNQUE_HOME", "DAGSTER_HOME")}
+    env |= {**FAST, "YUNQUE_CACHE": str(tmp_path / "cache")}
+
+    def yunque(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([YUNQUE, "--home", home, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=900, check=False)
+
+    _ok(yunque("run", "--corpus", str(tmp_path / "corpus"), "--select", "*deduped_documents", "--overrides",
+               SMALL_RUN))
+
+    def kept(cache: str) -> dict[str, list[str]]:
+        os.environ["YUNQUE_CACHE"] = str(tmp_path / cache)
+        try:
+            store = DataStore(home)
+            return {s: sorted(pq.read_table(store.part("deduped_documents", s), columns=["doc_id"])["doc_id"]
+                              .to_pylist()) for s in ("foro", "manuales")}
+        finally:
+            os.environ.pop("YUNQUE_CACHE")
+
+    want = kept("reader-1")
+    manifest = json.loads(s3.cat(f"{HOME_BUCKET}/repair/data/deduped_documents/foro/_manifest.json"))
+    obj = f"{HOME_BUCKET}/repair/data/deduped_documents/foro/{manifest['version']}/part-0.parquet"
+    data = s3.cat(obj)
+    s3.pipe(obj, data[: len(data) // 2])
+
+    found = yunque("verify")
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert (f"damaged: deduped_documents/foro (part-0.parquet: size {len(data) // 2:,} bytes, committed "
+            f"{len(data):,}; in the store)") in found.stdout
+    repaired = yunque("verify", "--repair")
+    assert repaired.returncode == 0, repaired.stdout[-3000:] + repaired.stderr[-3000:]
+    assert "repairing: yunque run --select 'key:deduped_documents'" in repaired.stdout
+    assert repaired.stdout.rstrip().endswith("every file matches its checksum")
+    assert kept("reader-2") == want
