@@ -128,7 +128,11 @@ def test_quarantine_takes_a_damaged_output_out_of_the_committed_set(tmp_path):
     quarantine(store, damaged[0])
     assert store.manifest("filtered_documents", "s1") is None
     assert store.cached("filtered_documents", "s1", "k1") is None
-    assert (store.dir("filtered_documents", "s1") / "_manifest.damaged.json").exists()
+    assert not store.dir("filtered_documents", "s1").exists()  # no reader finds its files where outputs live
+    kept = list((store.data / "_damaged" / "filtered_documents" / "s1").glob("*/part-0.parquet"))
+    assert len(kept) == 1  # set aside for a look
+    with pytest.raises(FileNotFoundError, match="filtered_documents/s1 has no committed output"):
+        store.part("filtered_documents", "s1")
     assert verify_home(store) == (0, [])
     commit(store)
     assert verify_home(store) == (1, [])
@@ -197,3 +201,16 @@ def test_yunque_verify_on_a_home_in_the_object_store(s3, tmp_path, monkeypatch):
     assert found.returncode == 1, found.stdout + found.stderr
     assert ("damaged: filtered_documents/s1 (rejected_documents/s1/filter.parquet: checksum; in the store)"
             in found.stdout)
+
+
+def test_a_moved_home_checks_its_side_files_where_they_are_now(tmp_path):
+    """Manifests name side files by absolute path: a home moved since is checked, and
+    trusted, at its new place (not a traceback, not a miss)."""
+    store = DataStore(tmp_path / "before")
+    commit(store)
+    (tmp_path / "before").rename(tmp_path / "after")
+    moved = DataStore(tmp_path / "after")
+    assert moved.damage("filtered_documents", "s1", full=True) is None
+    assert moved.cached("filtered_documents", "s1", "k1") is not None
+    moved.rejected("s1", "filter").write_bytes(b"not parquet")
+    assert moved.damage("filtered_documents", "s1").startswith("rejected_documents/s1/filter.parquet: size")

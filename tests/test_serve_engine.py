@@ -164,3 +164,11 @@ def test_a_native_crash_at_start_is_one_line_with_the_reinstall_command(exported
                            "tokens: most likely it was compiled for another CPU")
     assert last.endswith("CMAKE_ARGS=-DGGML_NATIVE=OFF .venv/bin/pip install --force-reinstall --no-cache-dir "
                          "-c constraints.txt llama-cpp-python")
+
+
+def test_only_a_native_crash_blames_the_build():
+    from stages.serving.front import crash_line
+
+    assert "compiled for another CPU" in crash_line(-signal.SIGSEGV) and "CMAKE_ARGS" in crash_line(-signal.SIGBUS)
+    killed = crash_line(-signal.SIGKILL)
+    assert "killed by SIGKILL" in killed and "out of memory?" in killed and "CMAKE_ARGS" not in killed

@@ -31,7 +31,7 @@ def schedule_problem(section: str, *, lr: float, min_lr: float, warmup: int, ste
     if min_lr > lr:
         return (f"{section}.min_lr ({min_lr:g}) exceeds {section}.lr ({lr:g}): the learning rate would rise while "
                 "it decays; set min_lr to at most lr (a tenth of it is usual)")
-    if warmup >= steps:
+    if steps and warmup >= steps:  # 0 steps: the stage is skipped (a post-training stage copies its start)
         return (f"{section}.warmup ({warmup}) is not shorter than {section}.steps ({steps}): the run would end "
                 f"before the learning rate reached {section}.lr; lower warmup (or raise steps)")
     return None

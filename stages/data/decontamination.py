@@ -360,7 +360,7 @@ def training_shards(store: DataStore, versions: dict[str, str]) -> tuple[dict[st
     out = dict(versions)
     for s, k in extra.get("purified_shards", {}).items():
         out[s] = k
-        dirs[s] = str(store.dir(ASSET) / PURIFIED / s)
+        dirs[s] = str(store.verified(ASSET) / PURIFIED / s)
     n = sum(r["contaminated"] for r in extra["sets"].values())
     return out, dirs, (f"passed: {n} items found, {len(extra.get('purified_shards', {}))} shards purified"
                        if extra.get("purified_shards") else f"passed: {n} contaminated items")

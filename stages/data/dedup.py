@@ -93,7 +93,9 @@ def dedup_index_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig
         if hit := store.cached(INDEX_ASSET, None, key):
             return hit
         prev = store.manifest(INDEX_ASSET)
-        previous = store.dir(INDEX_ASSET) if prev and prev["stats"]["extra"].get("index_config") == config else None
+        # extended, not rebuilt, only from an index whose every byte is the one committed
+        previous = store.dir(INDEX_ASSET) if prev and prev["stats"]["extra"].get("index_config") == config \
+            and store.damage(INDEX_ASSET, full=True) is None else None
         inputs = [ShardInput(s, store.part("minhash_signatures", s), k) for s, k in upstream.items()]
         scratch = Path(tempfile.mkdtemp(dir=store.staging(), prefix="dedup_index."))
         try:
@@ -190,7 +192,7 @@ def near_duplicate_sample_pairs(store: DataStore, shards: Sequence[str], cfg: Yu
     Reads doc_ids to find the kept rows, then only the sampled rows' signatures, shard by
     shard: memory is the sample's, not the corpus' signatures."""
     d = cfg.dedup
-    removed = read_table(store.dir(INDEX_ASSET) / "near_duplicates.parquet", ["doc_id"])["doc_id"]
+    removed = read_table(store.verified(INDEX_ASSET) / "near_duplicates.parquet", ["doc_id"])["doc_id"]
     kept: list[tuple[str, np.ndarray]] = []
     for s in sorted(shards):
         ids = read_table(store.part("minhash_signatures", s), ["doc_id"])["doc_id"]

@@ -48,7 +48,7 @@ def encoded_shards(store: DataStore) -> list[str]:
 
 def document_splits(store: DataStore, shard: str) -> dict[str, str]:
     """{doc_id: "train" | "val"} as the shard's token shards split it."""
-    t = pq.read_table(store.dir(TOKEN_SHARDS, shard) / SPLITS_FILE, columns=["doc_id", "split"])
+    t = pq.read_table(store.verified(TOKEN_SHARDS, shard) / SPLITS_FILE, columns=["doc_id", "split"])
     return dict(zip(t.column("doc_id").to_pylist(), t.column("split").to_pylist(), strict=True))
 
 

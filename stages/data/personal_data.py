@@ -110,8 +110,10 @@ def redactions(store, shard: str, n: int, kind: str | None = None, chars: int = 
 
     m = store.manifest("filtered_documents", shard) or {}
     used = dict(m.get("stats", {}).get("extra", {}).get("pii_settings") or {})
-    path = store.dir("filtered_documents", shard) / PII_COUNTS
-    if not used or not path.exists():
+    if not used:
+        return []
+    path = store.verified("filtered_documents", shard) / PII_COUNTS
+    if not path.exists():
         return []
     language = used.pop("language")
     red = Redactor(PiiConfig(**used), language)

@@ -50,15 +50,21 @@ class DataPlan:
         return asset in self.fresh_assets if shard is None else shard in self.fresh_shards.get(asset, set())
 
 
+def _manifest(store: DataStore, asset: str, shard: str | None, out: DataPlan) -> dict | None:
+    """The committed manifest, or None; a version damaged in the object store (its pull
+    failed its checksums) is recorded as damaged and counts as absent."""
+    try:
+        return store.manifest(asset, shard)
+    except DamagedOutput as e:
+        out.damaged[f"{asset}/{shard}" if shard else asset] = f"{e.file}: {e.why}"
+        return None
+
+
 def _current(store: DataStore, asset: str, shard: str | None, key: str | None, out: DataPlan) -> bool:
     if key is None:
         return False
     where = f"{asset}/{shard}" if shard else asset
-    try:
-        m = store.manifest(asset, shard)
-    except DamagedOutput as e:  # the store's committed version (a home on an object store)
-        out.damaged[where] = f"{e.file}: {e.why}"
-        return False
+    m = _manifest(store, asset, shard, out)
     if m is None or m.get("key") != key:
         return False
     if why := store.damage(asset, shard, m):
@@ -93,14 +99,17 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
         store, INDEX_ASSET, None, index_key(cfg, {s: k for s, k in signatures.items() if k is not None}), out)
     if index_fresh:
         out.fresh_assets.add(INDEX_ASSET)
-    digests = (store.manifest(INDEX_ASSET) or {}).get("stats", {}).get("extra", {}).get("shard_digests", {})
-    scored = quality_model.current_digests(store, cfg, filtered) if all(
-        k is not None for k in filtered.values()) else None
-    if scored is not None:
-        out.fresh_assets.add(quality_model.ASSET)
-    elif why := store.damage(quality_model.ASSET):
-        out.damaged[quality_model.ASSET] = why
-    tok = store.manifest(TOKENIZER)
+    digests = (_manifest(store, INDEX_ASSET, None, out) or {}).get("stats", {}).get("extra", {}).get(
+        "shard_digests", {})
+    scored = None
+    if _manifest(store, quality_model.ASSET, None, out) is not None:
+        scored = quality_model.current_digests(store, cfg, filtered) if all(
+            k is not None for k in filtered.values()) else None
+        if scored is not None:
+            out.fresh_assets.add(quality_model.ASSET)
+        elif why := store.damage(quality_model.ASSET):
+            out.damaged[quality_model.ASSET] = why
+    tok = _manifest(store, TOKENIZER, None, out)
     if not cfg.tokenizer.retrain and _current(store, TOKENIZER, None, tokenizer_key(cfg), out):
         out.fresh_assets.add(TOKENIZER)  # trained once: new shards do not retrain it
     for shard in fingerprints:
@@ -118,7 +127,7 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
         out.fresh_assets.add(human_preferences.HUMAN_PREFERENCES)
     if fingerprints and out.fresh_shards[TOKEN_SHARDS] == set(fingerprints):
         # the shards base_model would train on (stages.training.pretrain.token_inputs: not the empty ones)
-        versions = {s: m["key"] for s in fingerprints if (m := store.manifest(TOKEN_SHARDS, s))
+        versions = {s: m["key"] for s in fingerprints if (m := _manifest(store, TOKEN_SHARDS, s, out))
                     and (m["stats"]["extra"].get("train_tokens") or m["stats"]["extra"].get("val_tokens"))}
         if _current(store, CONTAMINATION, None, contamination_key(cfg, versions), out):
             out.fresh_assets.add(CONTAMINATION)

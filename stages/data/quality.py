@@ -129,7 +129,8 @@ def quality_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) ->
         docs = {s: pq.read_metadata(store.part("filtered_documents", s)).num_rows for s in upstream}
         total = sum(docs.values())
         reuse = (lq.enabled and pextra.get("model_config") == config and pextra.get("trained_docs")
-                 and total <= GROWTH * pextra["trained_docs"] and (store.dir(ASSET) / MODEL_FILE).exists())
+                 and total <= GROWTH * pextra["trained_docs"] and (store.dir(ASSET) / MODEL_FILE).exists()
+                 and store.damage(ASSET, full=True) is None)  # the model and scores reused are the committed ones
         model_hash = pextra.get("model_hash", "") if reuse else None
         key = cache_key(ASSET, config, model_hash or "new", json.dumps(upstream, sort_keys=True))
         if reuse and (hit := store.cached(ASSET, None, key)):

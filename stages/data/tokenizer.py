@@ -186,7 +186,7 @@ def round_trip(store: DataStore, shards: Sequence[str], cfg: YunqueConfig, limit
     documents are the *last* held-out ones of every shard (training chose the encoder on
     the first ones), so each shard, including ones added later, is represented."""
     t = cfg.tokenizer
-    directory = store.dir(TOKENIZER)
+    directory = store.verified(TOKENIZER)
     enc = DocumentEncoder(directory)
     hf = DocumentEncoder(directory, backend="hf")
     quota = -(-(limit or t.check_documents) // max(1, len(shards)))

@@ -47,12 +47,17 @@ class EngineFailed(RuntimeError):
         self.line, self.code = line, code
 
 
+NATIVE_CRASH = {signal.SIGILL, signal.SIGSEGV, signal.SIGBUS}  # what a build for another CPU dies of
+
+
 def crash_line(code: int) -> str:
-    """Why the first engine did not start, in one line: killed by a signal, it crashed in
-    native code."""
-    name = signal.Signals(-code).name
-    return (f"llama.cpp crashed ({name}) loading the model and generating its first tokens: most likely it was "
-            f"compiled for another CPU (pip's native build); reinstall it portable: {REINSTALL}")
+    """Why the first engine did not start, in one line, when a signal killed it."""
+    sig = signal.Signals(-code)
+    if sig in NATIVE_CRASH:
+        return (f"llama.cpp crashed ({sig.name}) loading the model and generating its first tokens: most likely it "
+                f"was compiled for another CPU (pip's native build); reinstall it portable: {REINSTALL}")
+    return (f"the engine was killed by {sig.name} while it loaded the model and generated its first tokens"
+            + (" (out of memory? see the kernel log: dmesg)" if sig == signal.SIGKILL else ""))
 
 
 class Engine:
@@ -81,7 +86,7 @@ class Engine:
             if os.path.exists(sock) and _answers(sock, self.headers):
                 break
             if time.monotonic() > deadline:
-                self.stop()
+                self._kill()
                 raise EngineFailed(f"the engine did not answer within {READY_TIMEOUT_S:.0f} s", 1)
             time.sleep(0.2)
         self.socket = sock
@@ -107,7 +112,15 @@ class Engine:
             time.sleep(0.2)
 
     def stop(self) -> None:
+        """For good: the watch ends, the engine is stopped, its socket folder removed."""
         self.stopping = True
+        self._kill()
+        with contextlib.suppress(OSError):
+            for p in self.dir.iterdir():
+                p.unlink()
+            self.dir.rmdir()
+
+    def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -140,11 +153,11 @@ def front_app(engine: Engine):
 
     clients: dict[str, httpx.AsyncClient] = {}
 
-    def client() -> httpx.AsyncClient:
+    async def client() -> httpx.AsyncClient:
         sock = engine.socket
         if sock not in clients:  # one pooled client per engine (a restarted one has a new socket)
             for old in list(clients):
-                clients.pop(old)
+                await clients.pop(old).aclose()
             clients[sock] = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=sock), base_url="http://engine",
                                               timeout=httpx.Timeout(None, connect=5))
         return clients[sock]
@@ -164,9 +177,10 @@ def front_app(engine: Engine):
             return
         headers = [(k, v) for k, v in request.headers.raw if k.decode().lower() not in HOP]
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        upstream = client().build_request(request.method, path, headers=headers, content=request.stream())
+        http = await client()
+        upstream = http.build_request(request.method, path, headers=headers, content=request.stream())
         try:
-            answer = await client().send(upstream, stream=True)
+            answer = await http.send(upstream, stream=True)
         except httpx.HTTPError:
             resp = Response(_unavailable("the model engine crashed while answering; it is restarting, retry in a few "
                                          "seconds"), status_code=503, media_type="application/json",
@@ -212,7 +226,3 @@ def run_front(engine: Engine, host: str, port: int, log_level: str) -> None:
         pass
     finally:
         engine.stop()
-        with contextlib.suppress(OSError):
-            for p in engine.dir.iterdir():
-                p.unlink()
-            engine.dir.rmdir()

@@ -96,6 +96,8 @@ class DataStore(StoreSync):
             self.url = str(self.home)
         self.data = self.home / "data"
         self._fresh: set[tuple[str, str | None]] = set()  # synced with the store by this instance
+        # outputs whose committed version failed its checksums when pulled, with the error
+        self._damaged: dict[tuple[str, str | None], integrity.DamagedOutput] = {}
 
     def _path(self, asset: str, shard: str | None = None) -> Path:
         return self.data / asset / shard if shard else self.data / asset
@@ -141,14 +143,21 @@ class DataStore(StoreSync):
         return stats
 
     def _files(self, asset: str, shard: str | None, m: dict[str, Any]) -> dict[str, Path]:
-        """Each file a manifest commits, by its name in the checksums, where it is here."""
+        """Each file a manifest commits, by its name in the checksums, where it is here (a
+        side file under this home's data/, wherever the home was when it was committed)."""
         directory = self._path(asset, shard)
         out = integrity.expand(directory, m.get("files", []))
-        out.update({self._side_rel(Path(p)): Path(p) for p in m.get("side_files", [])})
+        out.update({(rel := self._side_rel(Path(p))): self.data / rel for p in m.get("side_files", [])})
         return out
 
     def _side_rel(self, path: Path) -> str:
-        return path.relative_to(self.data).as_posix()
+        """A side file's path under data/: `rejected_documents/<shard>/<stage>.parquet`.
+        Manifests name side files by their absolute path: a home moved (or reached through
+        another mount) since keeps the last three parts."""
+        try:
+            return path.relative_to(self.data).as_posix()
+        except ValueError:
+            return "/".join(path.parts[-3:])
 
     def damage(self, asset: str, shard: str | None = None, m: dict[str, Any] | None = None,
                full: bool = False) -> str | None:
@@ -166,9 +175,20 @@ class DataStore(StoreSync):
         a stage about to read it; a damaged one raises `DamagedOutput`, naming the output,
         the file and what to run, instead of being read."""
         directory = self.dir(asset, shard)
+        where = f"{asset}/{shard}" if shard else asset
         m = self.manifest(asset, shard)
-        if m is not None and (why := self.damage(asset, shard, m, full=True)):
-            where = f"{asset}/{shard}" if shard else asset
+        if m is None:
+            raise FileNotFoundError(f"{where} has no committed output (no manifest under {directory}): materialize "
+                                    f"it first (yunque run --select 'key:{asset}')")
+        why = self.damage(asset, shard, m, full=True)
+        if why and self.remote is not None:
+            # the local cache is damaged, not necessarily the store: drop it and bring the
+            # committed version again (verified as it comes)
+            self.drop_local(asset, shard)
+            directory = self.dir(asset, shard)
+            m = self.manifest(asset, shard)
+            why = None if m is None else self.damage(asset, shard, m, full=True)
+        if why:
             name, _, reason = why.partition(": ")
             path = self._files(asset, shard, m).get(name, directory / name)
             ui = f"Materialize {asset}" + (f" for partition {shard}" if shard else "")

@@ -30,6 +30,7 @@ import os
 import posixpath
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,6 @@ from pipelines.s3_outage import patient
 from stages.store import integrity
 
 MANIFEST = "_manifest.json"
-DAMAGED = "_manifest.damaged.json"
 SYNCED = "_synced.json"  # local only: the tree as last seen in sync with the store
 SIDE = "_side"  # inside a version: side files, by their path under data/
 LAST = ("checksums.json", "run.json", "materialized.json")  # written after the files they vouch for
@@ -145,25 +145,33 @@ class RemoteHome:
         whole, like a local commit) and its side files to their places under `data`."""
         version = manifest["version"]
         tmp = Path(tempfile.mkdtemp(dir=staging, prefix="pull."))
+        sides = Path(tempfile.mkdtemp(dir=staging, prefix="pull-side."))  # checked before they replace the local ones
         try:
             for name in manifest.get("files", []):
                 self.fs.get_file(self._r(f"{rel}/{version}/{name}"), str(tmp / name))
-            side = []
+            pulled = {}
             for relside in manifest.get("side_files", []):
+                pulled[relside] = sides / relside
+                pulled[relside].parent.mkdir(parents=True, exist_ok=True)
+                self.fs.get_file(self._r(f"{rel}/{version}/{SIDE}/{relside}"), str(pulled[relside]))
+            local = dict(manifest)
+            # older versions have no checksums: the local copy is then rebuilt
+            found = integrity.CHECKSUMS in manifest and integrity.find_damage(
+                {**integrity.expand(tmp, manifest.get("files", [])), **pulled}, manifest, full=True)
+            if found:
+                raise integrity.DamagedOutput(
+                    f"{self.url}/{rel}/{version}: {found[0]} is damaged in the store ({found[1]}): it is not "
+                    f"used; rebuild it with `yunque verify --repair`", found[0], f"in the store: {found[1]}")
+            side = []
+            for relside, path in pulled.items():
                 dest = data / relside
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                part = dest.with_name(dest.name + ".pull")
-                self.fs.get_file(self._r(f"{rel}/{version}/{SIDE}/{relside}"), str(part))
-                os.replace(part, dest)
+                os.replace(path, dest)  # keeps its mtime
                 side.append(str(dest))
-            local = {**manifest, "side_files": side}
-            if integrity.CHECKSUMS in manifest:  # older versions have none: the local copy is then rebuilt
+            local["side_files"] = side
+            if integrity.CHECKSUMS in manifest:
                 paths = {**integrity.expand(tmp, manifest.get("files", [])),
                          **{r: data / r for r in manifest.get("side_files", [])}}
-                if found := integrity.find_damage(paths, manifest, full=True):
-                    raise integrity.DamagedOutput(
-                        f"{self.url}/{rel}/{version}: {found[0]} is damaged in the store ({found[1]}): it is not "
-                        f"used; rebuild it with `yunque verify --repair`", found[0], f"in the store: {found[1]}")
                 local[integrity.CHECKSUMS] = integrity.restamp(manifest[integrity.CHECKSUMS], paths)
             (tmp / MANIFEST).write_text(json.dumps(local, indent=1, sort_keys=True))
             old = None
@@ -176,6 +184,7 @@ class RemoteHome:
             if old is not None:
                 shutil.rmtree(old.parent, ignore_errors=True)
         finally:
+            shutil.rmtree(sides, ignore_errors=True)
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
 
@@ -209,10 +218,16 @@ class RemoteHome:
         return None
 
     def quarantine(self, rel: str) -> None:
-        """Take a damaged output out of the store's committed set: its manifest moves to
-        `_manifest.damaged.json` (the objects stay, for a look), so every cache drops its
-        copy and the next run builds it again."""
-        self.fs.mv(self._r(f"{rel}/{MANIFEST}"), self._r(f"{rel}/{DAMAGED}"))
+        """Take a damaged output out of the store's committed tree: everything under
+        `data/<asset>[/<shard>]` moves to `data/_damaged/<asset>/<shard or _>/<time>/` (kept
+        for a look), so every cache drops its copy and the next run builds it again."""
+        parts = rel.split("/")[1:]
+        dest = f"data/_damaged/{parts[0]}/{parts[1] if len(parts) > 1 else '_'}/{time.strftime('%Y%m%dT%H%M%S')}"
+        base = self._r(rel)
+        self.fs.invalidate_cache(base)
+        for key in sorted(self.fs.find(base), key=lambda k: not k.endswith(f"/{MANIFEST}")):  # the commit point first
+            self.fs.mv(key, self._r(f"{dest}/{posixpath.relpath(key, base)}"))
+        self.fs.invalidate_cache(base)
 
     # -- run directories: trees mirrored file by file ---------------------------------
 

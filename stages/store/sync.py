@@ -10,6 +10,8 @@ import shutil
 import tempfile
 from typing import Any
 
+from stages.store.integrity import DamagedOutput
+
 MANIFEST = "_manifest.json"
 # Per-shard assets: their directory without a shard is a listing, never synced whole.
 SHARDED = {"rejected_documents", "raw_documents", "clean_documents", "filtered_documents", "deduped_documents",
@@ -17,7 +19,7 @@ SHARDED = {"rejected_documents", "raw_documents", "clean_documents", "filtered_d
 
 
 class StoreSync:
-    """Mixed into DataStore, which provides remote, data, _fresh, _rel, _path, lock and staging."""
+    """Mixed into DataStore, which provides remote, data, _fresh, _damaged, _rel, _path, lock and staging."""
 
     def sync(self, asset: str, shard: str | None = None) -> None:
         """Make the local copy of one output the store's committed one (remote homes;
@@ -25,6 +27,8 @@ class StoreSync:
         output: it is dropped, and the stage computes it again."""
         if self.remote is None or (asset, shard) in self._fresh or (shard is None and asset in SHARDED):
             return
+        if (asset, shard) in self._damaged:  # its pull failed its checksums: not downloaded again
+            raise self._damaged[(asset, shard)]
         rel, target = self._rel(asset, shard), self._path(asset, shard)
         with self.lock(asset, shard):
             there = self.remote.manifest(rel)
@@ -32,12 +36,25 @@ class StoreSync:
             here = json.loads(local.read_text()) if local.exists() else None
             if there is not None:
                 if (here or {}).get("version") != there.get("version"):
-                    self.remote.pull_version(rel, there, target, self.staging(), self.data)
+                    try:
+                        self.remote.pull_version(rel, there, target, self.staging(), self.data)
+                    except DamagedOutput as e:
+                        self._damaged[(asset, shard)] = e
+                        raise
             elif here is not None:
                 shutil.move(str(target), tempfile.mkdtemp(dir=self.staging(), prefix="dropped."))
             elif shard is None:
                 self.remote.pull_tree(rel, target)  # a run directory, or nothing yet
         self._fresh.add((asset, shard))
+
+    def drop_local(self, asset: str, shard: str | None = None) -> None:
+        """Set the local copy of one output aside, so that the next `sync` brings the
+        store's committed version again (a cache found damaged)."""
+        target = self._path(asset, shard)
+        with self.lock(asset, shard):
+            if target.exists():
+                shutil.move(str(target), tempfile.mkdtemp(dir=self.staging(), prefix="dropped."))
+        self._fresh.discard((asset, shard))
 
     def fetch_file(self, asset: str, name: str) -> None:
         """Bring one file of a run directory from the store (remote homes), e.g. the launch

@@ -2,7 +2,7 @@
 (a directory with a manifest under data/), every byte hashed; on an object store, the
 objects of each committed version as the store holds them.
 
-Repair is not done here: `quarantine` takes a damaged output out of the committed set,
+Repair is not done here: `quarantine` takes a damaged output out of the committed tree,
 so that the next run of its asset builds it again; even damage that only a full read
 sees (same size, same mtime), which the plan's cheap check cannot. In a home on an
 object store, that is the store's committed set, so that no cache that still holds a
@@ -12,14 +12,15 @@ good copy of the same version keeps trusting the store's.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from stages.store.outputs import MANIFEST, DataStore
-from stages.store.remote import DAMAGED
 
+DAMAGED = "_damaged"  # where quarantined outputs go, under data/
 # scratch and bookkeeping under data/, never outputs
-NOT_OUTPUTS = {"_staging", "_locks"}
+NOT_OUTPUTS = {"_staging", "_locks", DAMAGED}
 
 
 @dataclass(frozen=True)
@@ -88,14 +89,17 @@ def verify_home(store: DataStore, progress: Callable[[int, int, str], None] | No
 
 def quarantine(store: DataStore, damage: Damage) -> None:
     """Make a damaged output one that the next run of its asset builds again, whatever
-    check that run makes: its manifest becomes `_manifest.damaged.json` (the files stay,
-    for a look), so the output is not committed any more. In an object store, that is
-    the store's manifest, so that every cache drops its copy."""
+    check that run makes: the output leaves the committed tree for
+    `data/_damaged/<asset>/<shard or _>/<time>/` (kept for a look; safe to delete), so
+    no reader finds its files where outputs live. In an object store, that is the store's
+    tree, so that every cache drops its copy."""
     rel = f"data/{damage.asset}/{damage.shard}" if damage.shard else f"data/{damage.asset}"
     if damage.in_store and store.remote is not None:
         store.remote.quarantine(rel)
         return
-    path = store.home / rel / MANIFEST
-    if path.exists():
-        path.rename(path.with_name(DAMAGED))
-
+    with store.lock(damage.asset, damage.shard):
+        source = store.home / rel
+        if source.exists():
+            dest = store.data / DAMAGED / damage.asset / (damage.shard or "_") / time.strftime("%Y%m%dT%H%M%S")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            source.rename(dest)

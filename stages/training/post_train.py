@@ -72,7 +72,8 @@ def replay_shards(store: DataStore, init: Path) -> list[str]:
     recorded = json.loads((init / "state.json").read_text()).get("train_config", {}).get("shards", [])
     for s in recorded:  # a home on an object store: into this machine's cache first
         store.sync(TOKEN_SHARDS, Path(s).name)
-    here = [store.dir(TOKEN_SHARDS, Path(s).name) for s in recorded]
+    here = [store.verified(TOKEN_SHARDS, Path(s).name) if store.manifest(TOKEN_SHARDS, Path(s).name)
+            else store.dir(TOKEN_SHARDS, Path(s).name) for s in recorded]
     return [str(h) if (h / "header.json").exists() else s for h, s in zip(here, recorded)]
 
 

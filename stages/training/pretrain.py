@@ -252,7 +252,7 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
         assert moved_to is not None
         cont["checkpoint"] = str(moved_to / Path(cont["checkpoint"]).name)
     train |= {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
-              "tokenizer": str(store.dir(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": [],
+              "tokenizer": str(store.verified(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": [],
               "downstream_qa": downstream_pairs(store, root, cfg.language) if t.downstream_every else ""}
     train["mixture_shards"] = [[shard_dir[s] for s in g] for g in by_source or []]
     if cont is not None:

@@ -125,6 +125,9 @@ class DaemonKeeper:
 
         if self.own is None:
             return
+        if self.silent_since is not None:  # a silent daemon runs nothing: waiting on its runs would never end
+            daemon.stop(self.own, self.instance)
+            return
         try:
             said = set()
             while self.own.poll() is None and (others := client.runs_in_flight(self.instance, {backfill_id} if backfill_id else ())):
