@@ -62,14 +62,14 @@ def test_an_asset_directory_is_its_recorded_checkpoint_not_the_newest(early_stop
     assert chosen.stdout == best.stdout != last.stdout
 
 
-def test_a_directory_of_checkpoints_without_a_record_names_both_ways_out(early_stopped, tmp_path):
+def test_a_directory_of_checkpoints_without_a_record_is_its_newest_and_says_so(early_stopped, tmp_path):
     import shutil
 
     unfinished = tmp_path / "data" / "base_model"
     shutil.copytree(early_stopped, unfinished)
     (unfinished / "materialized.json").unlink()
-    done = _generate(unfinished)
-    assert done.returncode != 0
-    line = done.stderr.strip().splitlines()[-1]
-    assert "holds checkpoints up to step 20" in line and "materialize base_model first" in line
-    assert f"or name one step: --checkpoint {unfinished}/step-N" in line
+    done, last = _generate(unfinished), _generate(unfinished / "step-00000020")
+    assert done.returncode == 0, done.stderr
+    assert (f"{unfinished}: no materialized.json (a run not materialized to its end): step 20, the newest intact "
+            f"checkpoint, which no stage has used; another step: --checkpoint {unfinished}/step-N") in done.stderr
+    assert done.stdout == last.stdout

@@ -8,7 +8,6 @@ import json
 import math
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from pipelines.tasks import chitchat
@@ -116,19 +115,14 @@ def test_duplicate_answers_kept_once():
 def _home(tmp_path, docs: dict[str, list[tuple[str, str, str]]]):
     """A home with deduped_documents and token_shards' documents.parquet for each shard:
     {shard: [(doc_id, split, text)]}."""
-    from stages.store.outputs import MANIFEST, PART, DataStore
+    from stages.store.outputs import PART, DataStore, StageStats
 
     store = DataStore(tmp_path / "home")
-    for shard, rows in docs.items():
-        d = store.data / "deduped_documents" / shard
-        d.mkdir(parents=True)
-        pq.write_table(pa.table({"doc_id": [r[0] for r in rows], "shard": [shard] * len(rows),
-                                 "text": [r[2] for r in rows]}), d / PART)
-        t = store.data / "token_shards" / shard
-        t.mkdir(parents=True)
-        pq.write_table(pa.table({"doc_id": [r[0] for r in rows], "split": [r[1] for r in rows],
-                                 "index": list(range(len(rows)))}), t / "documents.parquet")
-        (t / MANIFEST).write_text("{}")
+    for shard, rows in docs.items():  # committed as the stages commit: manifests with checksums
+        store.commit("deduped_documents", shard, StageStats(key=f"d-{shard}"), {PART: pa.table(
+            {"doc_id": [r[0] for r in rows], "shard": [shard] * len(rows), "text": [r[2] for r in rows]})})
+        store.commit("token_shards", shard, StageStats(key=f"t-{shard}"), {"documents.parquet": pa.table(
+            {"doc_id": [r[0] for r in rows], "split": [r[1] for r in rows], "index": list(range(len(rows)))})})
     return store
 
 

@@ -87,7 +87,7 @@ def test_up_to_date_until_an_input_the_configuration_or_a_check_says_otherwise(t
         assert _fresh(instance, settings) == {"child", "grandchild"}
 
         # any change of configuration
-        assert _fresh(instance, _settings(tmp_path, **{"train.steps": 7})) == set()
+        assert _fresh(instance, _settings(tmp_path, **{"train.steps": 70})) == set()
 
         # a failed blocking check: the asset runs again (and blocks again), not its children
         CHECK_PASSES["child"] = False

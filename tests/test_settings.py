@@ -31,12 +31,12 @@ def launch(overrides: dict, preset: str = "tiny") -> dg.ExecuteInProcessResult:
 
 
 def test_typed_overrides_from_run_config_reach_the_tree():
-    result = launch({"train": {"steps": 7, "dtype": "fp32"}, "model": {"preset": "small"},
+    result = launch({"train": {"steps": 70, "dtype": "fp32"}, "model": {"preset": "small"},
                      "langid": {"threshold": 0.3},
                      "filters": {"gopher_repetition": {"top_n_grams": [[2, 0.3]]}},
                      "promotion": {"alias": "prod", "max_bpb_increase": 0.05}})
     assert result.success
-    assert result.output_for_node("resolved") == {"steps": 7, "dtype": "fp32", "dim": 384, "threshold": 0.3,
+    assert result.output_for_node("resolved") == {"steps": 70, "dtype": "fp32", "dim": 384, "threshold": 0.3,
                                                   "top_n": [(2, 0.3)], "promotion": ("prod", 0.05)}
 
 

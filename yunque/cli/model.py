@@ -13,8 +13,9 @@ from stages.preset_names import DEFAULT_PRESET
 def _chosen(path: str):
     """What `--checkpoint` names: a step directory, as given; a training asset's directory
     (data/base_model), the checkpoint its materialization recorded, which every stage
-    downstream uses (the best one, when early stopping kept an earlier step), never
-    simply the newest on disk. Says which, on stderr (stdout is the command's output)."""
+    downstream uses (the best one, when early stopping kept an earlier step), not simply
+    the newest on disk; a directory of checkpoints without a record, its newest intact
+    one. Says which, on stderr (stdout is the command's output)."""
     from model.checkpoint.files import PREFIX, all_checkpoints
     from stages.training.lineage import RECORD_FILE
     from stages.training.selection import recorded_checkpoint
@@ -31,9 +32,12 @@ def _chosen(path: str):
               f"another step: --checkpoint {p}/{PREFIX}N", file=sys.stderr)
         return found
     if all_checkpoints(p):
-        from stages.training.lineage import unfinished_note_in
+        from model.checkpoint.load import resolve
 
-        raise ValueError(f"{unfinished_note_in(p, p.name)}; or name one step: --checkpoint {p}/{PREFIX}N")
+        newest = resolve(p)  # a run never materialized to its end, or a training output from elsewhere
+        print(f"{p}: no {RECORD_FILE} (a run not materialized to its end): step {newest.step}, the newest intact "
+              f"checkpoint, which no stage has used; another step: --checkpoint {p}/{PREFIX}N", file=sys.stderr)
+        return newest
     return path
 
 
