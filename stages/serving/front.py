@@ -162,6 +162,10 @@ def front_app(engine: Engine):
                                               timeout=httpx.Timeout(None, connect=5))
         return clients[sock]
 
+    def refuse(why: str) -> Response:
+        return Response(_unavailable(why), status_code=503, media_type="application/json",
+                        headers={"Retry-After": "5"})
+
     async def app(scope, receive, send) -> None:
         if scope["type"] == "lifespan":
             while True:
@@ -171,9 +175,7 @@ def front_app(engine: Engine):
                     return
         request = Request(scope, receive)
         if not engine.ready.is_set():
-            resp = Response(_unavailable("the model engine is restarting after a crash; retry in a few seconds"),
-                            status_code=503, media_type="application/json", headers={"Retry-After": "5"})
-            await resp(scope, receive, send)
+            await refuse("the model engine is restarting after a crash; retry in a few seconds")(scope, receive, send)
             return
         headers = [(k, v) for k, v in request.headers.raw if k.decode().lower() not in HOP]
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
@@ -182,10 +184,8 @@ def front_app(engine: Engine):
         try:
             answer = await http.send(upstream, stream=True)
         except httpx.HTTPError:
-            resp = Response(_unavailable("the model engine crashed while answering; it is restarting, retry in a few "
-                                         "seconds"), status_code=503, media_type="application/json",
-                            headers={"Retry-After": "5"})
-            await resp(scope, receive, send)
+            await refuse("the model engine crashed while answering; it is restarting, retry in a few seconds")(
+                scope, receive, send)
             return
         streaming = answer.headers.get("content-type", "").startswith("text/event-stream")
 
@@ -202,7 +202,7 @@ def front_app(engine: Engine):
 
         out = [(k, v) for k, v in answer.headers.raw if k.decode().lower() not in HOP]
         resp = StreamingResponse(body(), status_code=answer.status_code)
-        resp.raw_headers = [*out, *[(k, v) for k, v in resp.raw_headers if k == b"transfer-encoding"]]
+        resp.raw_headers = out  # the engine's own, less the hop-by-hop ones
         await resp(scope, receive, send)
 
     return app
