@@ -65,7 +65,7 @@ def request(url: str, body: bytes | dict | None = None, method: str | None = Non
 
 class Server:
     def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None):
-        self.port = free_port()
+        self.home, self.port = home, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = home / f"serve-{self.port}.log"
         home.mkdir(parents=True, exist_ok=True)

@@ -112,9 +112,11 @@ def test_the_stage_writes_the_conventional_formats_and_counts_new_ratings(tmp_pa
     assert hp.build(store)["version"] == hp.EMPTY and hp.for_stage(store, "dpo") is None
     log = FeedbackLog(hp.feedback_dir(store))
     log.append(rating("w", choice="a", edited="Son 5."))
-    assert hp.new_ratings(store) == (1, 1)
+    assert hp.waiting(store, 0) == {"ratings": 1, "trained": 0, "waiting": 1,
+                                    "by_model": {"candidate v2": 1, "champion v1": 1}}
     s = hp.build(store)
-    assert hp.new_ratings(store) == (1, 0) and s["ratings"] == 1 and s["pairs"] == 3 and s["sft"] == 1
+    assert hp.waiting(store, 0)["waiting"] == 1  # read by the asset, in no model yet
+    assert hp.waiting(store, 1)["waiting"] == 0 and s["ratings"] == 1 and s["pairs"] == 3 and s["sft"] == 1
     dpo, sft = hp.for_stage(store, "dpo"), hp.for_stage(store, "sft")
     assert dpo["version"] == s["version"] and dpo["examples"] == 3 and hp.for_stage(store, "ppo") is None
     pairs = read_preferences(dpo["path"])  # the readers every post-training stage uses
@@ -123,7 +125,8 @@ def test_the_stage_writes_the_conventional_formats_and_counts_new_ratings(tmp_pa
     assert list(pairs[0].prompt) == Q
     assert read_sft(sft["path"])[0][-1] == {"role": "assistant", "content": "Son 5."}
     log.append(rating("x", choice="b"))
-    assert hp.new_ratings(store) == (2, 1)
+    assert hp.waiting(store, 1) == {"ratings": 2, "trained": 1, "waiting": 1,
+                                    "by_model": {"candidate v2": 1, "champion v1": 1}}
     assert json.loads((store.dir(hp.HUMAN_PREFERENCES) / hp.SUMMARY_FILE).read_text())["ratings"] == 1
 
 

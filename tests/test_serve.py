@@ -125,6 +125,59 @@ def _text_prompt(checkpoint: str, prompts: list[str], margin: float = 0.05) -> s
     raise AssertionError(f"none of {prompts} gives the random model a clear reply that is text")
 
 
+def test_a_conversation_longer_than_the_context_loses_its_oldest_turns_and_says_so(server):
+    """The model's context is 64 tokens: ten exchanges do not fit. The oldest leave, whole
+    exchanges at a time, the system message stays, and the headers say what was sent."""
+    system = {"role": "system", "content": "Responde."}
+    turns = [m for i in range(10) for m in ({"role": "user", "content": f"¿Cuánto es {i} más 1?"},
+                                             {"role": "assistant", "content": "<answer>42</answer>"})]
+    raw = client(server).chat.completions.with_raw_response.create(
+        model="answers", messages=[system, *turns, *Q], max_tokens=8, temperature=0)
+    h = raw.headers
+    dropped, prompt, context = (int(h[f"x-yunque-{k}"]) for k in ("dropped-messages", "prompt-tokens", "context"))
+    assert context == 64 and 0 < dropped <= len(turns) and dropped % 2 == 0
+    assert prompt + 8 <= context and int(h["x-yunque-reply-room"]) == context - prompt
+    assert raw.parse().choices[0].message.content == "<answer>42</answer>"
+    assert raw.parse().usage.prompt_tokens == prompt  # what llama.cpp saw is what the header says
+
+
+def test_the_fit_keeps_the_system_message_and_the_last_turn():
+    from stages.serving.limits import fit
+
+    msgs = [{"role": "system", "content": "s"}] + [{"role": r, "content": "x" * 10} for r in ["user", "assistant"] * 4]
+    msgs.append({"role": "user", "content": "q"})
+
+    def size(ms):
+        return sum(len(m["content"]) for m in ms)
+
+    kept, dropped, n = fit(msgs, size, 25, size(msgs))
+    assert (kept[0], kept[1]["role"], kept[-1], dropped, n) == (msgs[0], "user", msgs[-1], 6, 22)
+    assert fit(msgs, size, 0, size(msgs))[:2] == ([msgs[0], msgs[-1]], 8)  # never the last turn
+    assert fit(msgs, size, 100, size(msgs)) == (msgs, 0, size(msgs))
+
+
+def test_sampling_takes_a_new_seed_per_request_unless_given_one(server):
+    """At temperature 1 the same prompt gives different replies (llama-cpp-python alone
+    repeats the same "sample" after a model load); a request's own seed repeats its reply."""
+    c = client(server).chat.completions
+
+    def ask(**kw) -> tuple[str, str]:
+        raw = c.with_raw_response.create(model="random", messages=Q, max_tokens=12, temperature=1.0, **kw)
+        return raw.parse().choices[0].message.content, raw.headers["x-yunque-seed"]
+
+    replies = [ask() for _ in range(4)]
+    assert len({seed for _, seed in replies}) == 4 and len({text for text, _ in replies}) > 1, replies
+    assert ask(seed=7) == ask(seed=7) and ask(seed=7)[1] == "7"
+
+
+def test_v1_models_says_who_each_model_is(server):
+    listed = client(server).models.list().data
+    assert [m.id for m in listed] == ["answers", "random"]
+    who = listed[0].model_extra["yunque"]
+    assert len(who["weights_sha256"]) == 64 and who["context"] == 64
+    assert who["feedback"] == {"version": "none", "ratings": 0}  # exports of checkpoints no rating trained
+
+
 @pytest.mark.parametrize("body, status, code", [
     (b"{not json", 400, "invalid_json"),
     (b"[1, 2]", 400, "invalid_json"),

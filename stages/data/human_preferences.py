@@ -81,12 +81,20 @@ def read_summary(store: DataStore) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def new_ratings(store: DataStore) -> tuple[int, int]:
-    """(ratings in the feedback folder now, of them not in the materialized asset): what
-    the feedback sensor counts. Ratings are only ever appended, so the difference is new."""
-    now = len(records.read(feedback_dir(store)).records)
-    summary = read_summary(store)
-    return now, now - (summary["ratings"] if summary else 0)
+def waiting(store: DataStore, trained: int) -> dict[str, Any]:
+    """The ratings no trained model holds yet, given that the current models were aligned
+    on the first `trained` (stages.training.lineage.ratings_in_models): what the feedback
+    sensor counts and human_preferences reports. Ratings are only ever appended, so the
+    ones after the first `trained` are new. `by_model`: the waiting ratings' answers by the
+    model version that wrote them."""
+    found = records.read(feedback_dir(store)).records
+    new = found[trained:]
+    by_model: dict[str, int] = {}
+    for rec in new:
+        for who in {f"{a['model']} v{a['version']}" for a in rec["answers"]}:
+            by_model[who] = by_model.get(who, 0) + 1
+    return {"ratings": len(found), "trained": min(trained, len(found)), "waiting": len(new),
+            "by_model": dict(sorted(by_model.items()))}
 
 
 def for_stage(store: DataStore, stage: str) -> dict[str, Any] | None:

@@ -4,7 +4,9 @@ with, on the same server:
 
     RequestLimits        the refusals of stages.serving.limits, before llama.cpp
     GET  /               the chat page (stages/serving/page.html): chat, compare two models, rate
-    GET  /yunque/models  the served models with their registry versions and weights hashes
+    GET  /v1/models      llama-cpp-python's list, each model with its `yunque` identity
+    GET  /yunque/models  the served models with their registry versions, weights hashes, and
+                         the ratings each was aligned on
     POST /yunque/feedback  one rating, appended durably (pipelines.feedback.records) before 201
     GET  /yunque/feedback  how many ratings the home holds
     POST /yunque/reload  ask the champion's resolver now (it is also asked every watch_s)
@@ -100,6 +102,15 @@ class Served:
         return (answer.get("model"), answer.get("version"), answer.get("weights_sha256")) in self.ever
 
 
+def default_threads() -> int:
+    """Every core but one: llama.cpp's threads spin-wait, so taking every core makes one
+    busy neighbour (a training run, the Dagster daemon) stall each token; measured in
+    docs/serve.md#threads."""
+    import os
+
+    return max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2) - 1)
+
+
 def _settings(m: ServedModel, threads: int, n_ctx: int):
     from llama_cpp.server.settings import ModelSettings
 
@@ -146,12 +157,11 @@ class ChampionWatcher:
 def build(models: list[ServedModel], *, feedback_dir: Path, limits: Limits | None = None, api_key: str | None = None,
           threads: int = 0, watcher: Callable[[Served], ChampionWatcher] | None = None):
     """The ASGI application; `watcher` builds the champion's watcher over the Served set."""
-    import os
 
     from llama_cpp.server.app import authenticate, create_app
     from llama_cpp.server.settings import ServerSettings
 
-    threads = threads or max(1, (os.cpu_count() or 2))
+    threads = threads or default_threads()
     limits = limits or Limits()
     served = Served(models)
     server = ServerSettings(api_key=api_key, interrupt_requests=False, disable_ping_events=False, root_path="")
@@ -161,6 +171,16 @@ def build(models: list[ServedModel], *, feedback_dir: Path, limits: Limits | Non
     log = FeedbackLog(feedback_dir)
     watch = watcher(served) if watcher else None
     guarded = [Depends(authenticate)]
+
+    # llama-cpp-python's /v1/models names the aliases only: the same list, with who each is,
+    # matched before its own (which FastAPI keeps inside the included router)
+    @app.get("/v1/models", dependencies=guarded, tags=["OpenAI V1"])
+    async def openai_models() -> dict:
+        served.apply()
+        return {"object": "list", "data": [{"id": m.alias, "object": "model", "owned_by": "yunque", "permissions": [],
+                                            "yunque": m.describe()} for m in served.models.values()]}
+
+    app.router.routes.insert(0, app.router.routes.pop())
 
     @app.get("/", include_in_schema=False)
     async def page() -> HTMLResponse:

@@ -1,9 +1,20 @@
-"""What the endpoint refuses before llama.cpp sees it, each with an OpenAI-style error: a
-body too large or not JSON (400), a model it does not serve (404), max_tokens above the
-limit (400), a prompt longer than the model's context (400, streaming or not: llama.cpp
-itself finds that only once a stream has started, and cuts the connection).
+"""What the endpoint refuses or adjusts before llama.cpp sees it. Refused, each with an
+OpenAI-style error: a body too large or not JSON (400), a model it does not serve (404),
+max_tokens above the limit (400), a last turn longer than the model's context (400,
+streaming or not: llama.cpp itself finds that only once a stream has started, and cuts
+the connection). A body not sent as JSON gets 415.
 
-A body not sent as JSON gets 415.
+Adjusted, and said in the response's headers (a streamed reply has them before its first
+token, so a page can show them at once):
+
+    X-Yunque-Dropped-Messages  a conversation longer than the context loses its oldest
+                               turns (never the system message or the last user turn)
+                               until the prompt leaves the reply room (FIT_REPLY)
+    X-Yunque-Prompt-Tokens     the prompt as sent to the model, and X-Yunque-Context
+    X-Yunque-Reply-Room        the tokens the reply can have before the context is full
+    X-Yunque-Seed              the sampling seed: a new one per request unless it gave one
+                               (llama-cpp-python otherwise derives each request's seed from
+                               the last, so a reloaded model repeats its "samples")
 
 An ASGI middleware rather than a FastAPI dependency: it reads the body once, checks it,
 and hands the same bytes on to llama-cpp-python's routes, which parse it themselves. It
@@ -14,11 +25,32 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 CHECKED = ("/v1/chat/completions", "/v1/completions")
+# the share of the context a fitted conversation leaves for the reply, at most (a request's
+# smaller max_tokens leaves less): on a 256-token model, 128 tokens of conversation
+FIT_REPLY = 0.5
+HEADER = "x-yunque-"
+
+
+@dataclass(frozen=True)
+class Adjusted:
+    """What was changed in a request before llama.cpp saw it, for its response's headers."""
+
+    body: bytes
+    dropped: int  # messages left out, oldest first
+    prompt_tokens: int
+    context: int
+    seed: int
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        said = {"dropped-messages": self.dropped, "prompt-tokens": self.prompt_tokens, "context": self.context,
+                "reply-room": self.context - self.prompt_tokens, "seed": self.seed}
+        return [(f"{HEADER}{k}".encode(), str(v).encode()) for k, v in said.items()]
 
 
 @dataclass(frozen=True)
@@ -52,15 +84,16 @@ class RequestLimits:
             return
         self.before()
         body, too_large = await _read(receive, self.limits.max_body_bytes)
-        refused = (error(413, f"request body over {self.limits.max_body_bytes:,} bytes", "body_too_large")
+        checked = (error(413, f"request body over {self.limits.max_body_bytes:,} bytes", "body_too_large")
                    if too_large else _not_json(scope) or self.check(scope["path"], body))
-        if refused:
-            await _reply(send, *refused)
+        if isinstance(checked, tuple):
+            await _reply(send, *checked)
             return
         async with self.gate:  # one generation at a time, first come first served
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, _replay(checked.body, receive), _with_headers(send, checked.headers()))
 
-    def check(self, path: str, body: bytes) -> tuple[int, dict] | None:
+    def check(self, path: str, body: bytes) -> tuple[int, dict] | Adjusted:
+        """The refusal, or the request as llama.cpp gets it."""
         try:
             req = json.loads(body)
         except ValueError as e:
@@ -92,10 +125,41 @@ class RequestLimits:
             return error(400, f"max_tokens {wanted:,} is over this server's limit of {cap:,} (the smaller of "
                               f"--max-tokens {self.limits.max_tokens:,} and the model's context of {context:,})",
                          "max_tokens_too_large", "max_tokens")
+        dropped = 0
+        if "messages" in req:
+            room = min(wanted or context, int(context * FIT_REPLY))
+            req["messages"], dropped, prompt = fit(req["messages"], lambda ms: self.count_prompt(model, {
+                "messages": ms})[0], context - room, prompt)
         if prompt >= context:
-            return error(400, f"this model's context is {context:,} tokens; the prompt has {prompt:,}: "
-                              "shorten it (or drop the oldest turns)", "context_length_exceeded", "messages")
-        return None
+            last = "the last turn" + (f" (after leaving out {dropped} earlier message(s))" if dropped else "")
+            return error(400, f"this model's context is {context:,} tokens; {last} makes a prompt of {prompt:,}: "
+                              "shorten it", "context_length_exceeded", "messages")
+        seed = req.get("seed")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            seed = req["seed"] = secrets.randbelow(2 ** 31)
+        return Adjusted(json.dumps(req).encode(), dropped, prompt, context, seed)
+
+
+def fit(messages: list[dict], count: Callable[[list[dict]], int], budget: int,
+        counted: int) -> tuple[list[dict], int, int]:
+    """(the messages kept, how many were left out, the prompt's tokens): the oldest turns
+    leave, a whole exchange at a time (the kept part starts at a user turn), until the
+    prompt is within `budget` tokens or only the system messages and the last user turn
+    are left. `counted` is the whole conversation's count."""
+    head = messages[:_first_other(messages)]
+    rest = messages[len(head):]
+    dropped = 0
+    while counted > budget and len(rest) > 1:
+        cut = next((i for i in range(1, len(rest)) if isinstance(rest[i], dict) and rest[i].get("role") == "user"),
+                   len(rest) - 1)
+        rest, dropped = rest[cut:], dropped + cut
+        counted = count(head + rest)
+    return head + rest, dropped, counted
+
+
+def _first_other(messages: list[dict]) -> int:
+    return next((i for i, m in enumerate(messages) if not (isinstance(m, dict) and m.get("role") == "system")),
+                len(messages))
 
 
 def _not_json(scope) -> tuple[int, dict] | None:
@@ -121,6 +185,16 @@ async def _read(receive: Callable[[], Awaitable[dict]], limit: int) -> tuple[byt
         chunks.append(part)
         if not msg.get("more_body"):
             return b"".join(chunks), False
+
+
+def _with_headers(send, extra: list[tuple[bytes, bytes]]):
+    """`send` with `extra` added to the response's headers."""
+    async def sending(msg: dict) -> None:
+        if msg["type"] == "http.response.start":
+            msg = {**msg, "headers": [*msg.get("headers", []), *extra]}
+        await send(msg)
+
+    return sending
 
 
 def _replay(body: bytes, receive: Callable[[], Awaitable[dict]]):

@@ -1,6 +1,8 @@
 """Which GGUF file a served model is, and who it is: the alias clients name in `model`,
 the registry version and the weights hash that every rating records.
 
+Its export's record also says which ratings of the chat page it was aligned on.
+
 A model is given as an export directory (`yunque export --gguf`, data/exported_model, or
 a registry version downloaded by the CLI) or a GGUF file. Its weights hash is the export's
 (the sha256 of the checkpoint's weights that eval_report and the promotion name), else
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model.checkpoint.files import sha256_file
+from stages.training.lineage import ratings_trained_on
 
 EXPORT_RECORD = "yunque_export.json"  # model.export.hf.RECORD_FILE (that module imports torch)
 QUANTS = ("q8_0", "q4_0", "f16", "f32")
@@ -31,10 +34,13 @@ class ServedModel:
     weights_sha256: str
     source: str  # where it came from, for the log and /yunque/models
     n_ctx: int = 0  # the model's training context (0: unknown, llama.cpp's default)
+    # the ratings it was aligned on ({"version", "ratings", "stage"}), from its export's lineage
+    feedback: dict | None = None
 
-    def describe(self) -> dict[str, str | int]:
+    def describe(self) -> dict[str, object]:
         return {"id": self.alias, "version": self.version, "weights_sha256": self.weights_sha256,
-                "file": self.gguf.name, "source": self.source, "context": self.n_ctx}
+                "file": self.gguf.name, "source": self.source, "context": self.n_ctx,
+                "feedback": self.feedback or {"version": "none", "ratings": 0}}
 
 
 def _record(directory: Path) -> dict:
@@ -74,4 +80,4 @@ def from_path(path: str | Path, quant: str, alias: str, version: str = "-") -> S
     rec = _record(directory)
     weights = rec.get("weights_hash") or rec.get("source", {}).get("weights_sha256") or sha256_file(gguf)
     return ServedModel(alias=alias, gguf=gguf.resolve(), version=version, weights_sha256=weights,
-                       source=str(p), n_ctx=_context(directory))
+                       source=str(p), n_ctx=_context(directory), feedback=ratings_trained_on(rec.get("lineage")))

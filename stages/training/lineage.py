@@ -140,6 +140,30 @@ def data_inputs(record: dict[str, Any]) -> dict[str, Any]:
     return dict(chain(record)[-1].get("inputs", {})) if record else {}
 
 
+def ratings_trained_on(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The chat page's ratings a chain was aligned on: the human_preferences version that
+    the stage which read the most of them consumed ({"version", "ratings", "stage"}), or
+    None when no stage of the chain read any. Ratings are only appended, so the first
+    `ratings` of the feedback folder are in the model."""
+    best, todo = None, [record] if record else []
+    while todo:
+        r = todo.pop()
+        todo += [x for x in (r.get("parent"), r.get("reward_model")) if x]
+        human = r.get("inputs", {}).get("human_preferences")
+        if human and (best is None or int(human.get("ratings", 0)) > best["ratings"]):
+            best = {"version": str(human.get("version", "")), "ratings": int(human.get("ratings", 0)),
+                    "stage": stage_name(r.get("asset", ""))}
+    return best
+
+
+def ratings_in_models(store: DataStore, assets: list[str]) -> int:
+    """How many ratings (the first N of the feedback folder) the current records of
+    `assets` were aligned on: what the feedback sensor counts as used, whatever
+    human_preferences was materialized with since."""
+    found = [ratings_trained_on(read_record(store, a)) for a in assets]
+    return max((f["ratings"] for f in found if f), default=0)
+
+
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text[:_TAG_LIMIT]

@@ -178,7 +178,7 @@ def _engine(args: argparse.Namespace, key: str | None, resolver: Resolver, model
     _follow_front()
 
     from stages.data.human_preferences import feedback_dir
-    from stages.serving.app import ChampionWatcher, build
+    from stages.serving.app import ChampionWatcher, build, default_threads
     from stages.serving.limits import Limits
 
     def say(line: str) -> None:
@@ -190,10 +190,12 @@ def _engine(args: argparse.Namespace, key: str | None, resolver: Resolver, model
             return ChampionWatcher(served, "champion", resolver.champion, args.watch_seconds, say)
     app = build(models, feedback_dir=feedback_dir(resolver.store), api_key=key, threads=args.threads,
                 limits=Limits(max_body_bytes=args.max_body_bytes, max_tokens=args.max_tokens), watcher=watcher)
-    _warm_up(models, args.threads or max(1, os.cpu_count() or 2))
+    _warm_up(models, args.threads or default_threads())
     base = f"http://{args.host}:{args.port}"
     for m in models:
-        say(f"{m.alias}: {m.gguf} (version {m.version}, weights {m.weights_sha256[:12]}, context {m.n_ctx or '?'})")
+        rated = f"{m.feedback['ratings']} ratings ({m.feedback['version']})" if m.feedback else "no ratings"
+        say(f"{m.alias}: {m.gguf} (version {m.version}, weights {m.weights_sha256[:12]}, context {m.n_ctx or '?'}; "
+            f"aligned on {rated})")
     say(f"chat page {base}/ ; OpenAI base_url {base}/v1" + (" (API key required)" if key else "")
         + f"; ratings to {feedback_dir(resolver.store)}")
     uvicorn.run(app, uds=args.engine_socket, log_level=args.log_level, timeout_graceful_shutdown=5)
@@ -212,7 +214,7 @@ def add_parser(sub) -> None:
     s.add_argument("--host", default="127.0.0.1", help=f"bind address; other than loopback needs {API_KEY_ENV}")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--quant", default="q8_0", choices=QUANTS, help="which of the export's GGUF files to serve")
-    s.add_argument("--threads", type=int, default=0, help="llama.cpp threads (default: every core)")
+    s.add_argument("--threads", type=int, default=0, help="llama.cpp threads (default: every core but one; docs/serve.md#threads)")
     s.add_argument("--max-tokens", type=int, default=1024,
                    help="the largest max_tokens a request may ask (also capped by the model's context)")
     s.add_argument("--max-body-bytes", type=int, default=1_000_000, help="the largest request body")
