@@ -11,7 +11,9 @@ from stages.store.versions import CODE_VERSIONS
 ASSET = "eval_contamination"
 
 
-@dg.asset(deps=[token_shards], code_version=CODE_VERSIONS[ASSET], group_name="evaluation", kinds={"parquet"})
+# group "tokens", with the token shards it checks (and purifies): the UI draws it between them and
+# base_model, which trains on its clean split, not at the end of the graph with eval_report
+@dg.asset(deps=[token_shards], code_version=CODE_VERSIONS[ASSET], group_name="tokens", kinds={"parquet"})
 def eval_contamination(context: dg.AssetExecutionContext, settings: YunqueSettings,
                        corpus: CorpusStorage) -> dg.MaterializeResult:
     """Every evaluation set (held-out math in both wordings, the held-out domain QA pairs, a

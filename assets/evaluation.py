@@ -17,6 +17,7 @@ from stages.evaluation.evaluate import (
     evaluate_all,
     export_latest,
 )
+from stages.evaluation.promotion import FIGURES
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore
 from stages.training.lineage import LineageError, chain, lineage_tags
@@ -24,6 +25,9 @@ from stages.training.lineage import LineageError, chain, lineage_tags
 # The checkpoint assets the report and the export read, in chain order (the reward model
 # is not a language model to evaluate: its held-out accuracy is in its own metadata).
 CHECKPOINT_ASSETS = [base_model, sft_model, dpo_model, ppo_model, grpo_model]
+# a new ratings version marks the report, the export and the promotion stale at once
+# (Dagster marks only an asset's direct children; assets.post_training)
+RATINGS = dg.AssetKey("human_preferences")
 
 ALARMS = {
     "val_loss_rising": "validation loss has risen above its minimum by more than 0.01 nats (passes when early "
@@ -36,6 +40,16 @@ ALARMS = {
 NUMERIC = ("val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy", "math_rephrased",
            "format_rate",
            "distinct_2", "repeat_4_max")
+# The UI plots every int/float metadata entry across materializations (the asset's Plots
+# tab): the only numbers on eval_report are the figures promotion judges (FIGURES), of the
+# chain's last stage (the one exported_model exports), as `last_stage/<figure>`; every
+# stage's figures are the `figures by checkpoint` table and the `figures` JSON
+# ({stage: {figure: value}}, what a terminal reads).
+LAST_STAGE = "last_stage"
+# report.plots' files (by stem) as labelled entries: the UI shows an image behind
+# "[Show Markdown]" beside its key, and titles the opened plot with the key
+PLOTS = {"loss_curves": "loss by step, every stage (training and validation)",
+         "math_accuracy": "held-out math accuracy by checkpoint"}
 
 
 def _checks(report: dict) -> list[dg.AssetCheckResult]:
@@ -49,14 +63,14 @@ def _checks(report: dict) -> list[dg.AssetCheckResult]:
 
 
 # eval_contamination chooses the held-out domain QA pairs the report scores (the clean ones)
-@dg.asset(deps=[*CHECKPOINT_ASSETS, dg.AssetKey("eval_contamination")], group_name="evaluation",
+@dg.asset(deps=[*CHECKPOINT_ASSETS, dg.AssetKey("eval_contamination"), RATINGS], group_name="evaluation",
           kinds={"pytorch", "mlflow"}, pool=TRAINING_POOL,
           code_version=EVAL_CODE_VERSION, check_specs=[dg.AssetCheckSpec(n, asset=EVAL_REPORT) for n in ALARMS])
 def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
                 mlflow: MlflowTracking) -> dg.MaterializeResult:
     """Every checkpoint that exists (base now; SFT, DPO, PPO, GRPO once trained), measured the
     same way: validation loss / perplexity / bits per byte, sampled continuations with
-    repetition measures, held-out math accuracy (greedy, <answer> tags), the domain
+    repetition measures, held-out math accuracy (greedy, `<answer>` tags), the domain
     question-answering score (NLL of held-out answers from validation documents). Report in
     data/eval_report/ (markdown, JSON, plots), also logged to MLflow."""
     planned = plan_tags(context, settings)  # what it starts from, for `yunque run`'s up-to-date check
@@ -77,21 +91,29 @@ def eval_report(context: dg.AssetExecutionContext, settings: YunqueSettings,
                                 if (c in NUMERIC or c.endswith((".acc", ".acc_norm")))
                                 and isinstance(v, (int, float)) and not isinstance(v, bool)})
     mlflow.finish(run_id, "FINISHED", artifacts=list(paths.values()))
+    figures = {r["stage"]: {c: r[c] for c in NUMERIC if _number(r[c])} for r in report["table"]}
+    last = report["table"][-1]
+    titles = {k: PLOTS.get(k, k.replace("_", " ")) for k, p in paths.items() if p.suffix == ".png"}
     md = {
         "report": dg.MetadataValue.md(paths["markdown"].read_text()),
-        "table": rows_table(report["table"]),
+        **{f"plot: {title}": image(paths[k], title) for k, title in titles.items()},
+        "figures by checkpoint": rows_table(report["table"]),
+        "figures": dg.MetadataValue.json(figures),
+        LAST_STAGE: last["stage"],
+        **{f"{LAST_STAGE}/{c}": last[c] for c in FIGURES if _number(last[c])},
         "report_json": dg.MetadataValue.path(str(paths["json"])),
         "stages": list(report["rows"]), "reused_rows": result["reused"], "mlflow_run_id": run_id,
         "cached": len(result["reused"]) == len(report["rows"]),
         "outdated": [s for s, row in report["rows"].items() if row["outdated"]],
         "not_evaluated": dg.MetadataValue.json(result["skipped"]),
     }
-    md |= {f"{k}_png": image(p, k.replace("_", " ")) for k, p in paths.items() if p.suffix == ".png"}
-    for r in report["table"]:
-        md |= {f"{r['stage']}/{c}": r[c] for c in NUMERIC if isinstance(r[c], (int, float))}
     version = cache_key(*(row.get("eval_key", "") for row in report["rows"].values()))
     return dg.MaterializeResult(metadata=md, data_version=dg.DataVersion(version), check_results=_checks(report),
                                 tags=planned)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _lineage(store: DataStore, records: dict[str, dict]) -> dict[str, str]:
@@ -107,7 +129,7 @@ TRANSFORMERS_MATCH = "transformers_logits_match"
 GGUF_MATCH = "gguf_logits_match"
 
 
-@dg.asset(deps=CHECKPOINT_ASSETS, group_name="evaluation", kinds={"pytorch", "huggingface"},
+@dg.asset(deps=[*CHECKPOINT_ASSETS, RATINGS], group_name="evaluation", kinds={"pytorch", "huggingface"},
           check_specs=[dg.AssetCheckSpec(TRANSFORMERS_MATCH, asset=EXPORTED_MODEL),
                        dg.AssetCheckSpec(GGUF_MATCH, asset=EXPORTED_MODEL)])
 def exported_model(context: dg.AssetExecutionContext, settings: YunqueSettings) -> dg.MaterializeResult:

@@ -137,8 +137,11 @@ def image(path: Path, alt: str, limit: int = INLINE_LIMIT) -> dg.MetadataValue:
     renders markdown metadata with MarkdownWithPlugins, which adds "data" to
     rehype-sanitize's allowed `src` protocols (dagster-webserver's bundle), and the
     webserver's CSP sets no img-src; markdown over 1,000 characters (any image) sits
-    behind the entry's "[Show Markdown]" button, which opens the rendered plot. A file
-    that is missing, not a PNG or over `limit` bytes comes back as a path, with a warning."""
+    behind the entry's "[Show Markdown]" button, which opens the rendered plot in a dialog
+    titled with the entry's key: the key is the plot's only visible label (a heading in
+    the markdown would show only once opened), so name it for what the plot shows
+    ("plot: loss by step"), not for its file. A file that is missing, not a PNG or over
+    `limit` bytes comes back as a path, with a warning."""
     path = Path(path)
     size = path.stat().st_size if path.is_file() else -1
     data = path.read_bytes() if 0 <= size <= limit else b""  # never read a large file whole

@@ -27,7 +27,7 @@ from stages.training.pretrain import RunSpec
 
 DESCRIPTIONS = {
     "sft_model": "Supervised fine-tuning of base_model on chat conversations (built-in: math problems with worked "
-                 "solutions in <think>/<answer> format); the loss covers assistant tokens only.",
+                 "solutions in `<think>`/`<answer>` format); the loss covers assistant tokens only.",
     "reward_model": "A scalar head on the SFT model's trunk trained with the Bradley-Terry loss on preference pairs; "
                     "accuracy on held-out pairs in the metadata.",
     "dpo_model": "Preference optimisation of sft_model against a frozen copy of itself (DPO; ORPO and KTO as "
@@ -35,13 +35,13 @@ DESCRIPTIONS = {
     "ppo_model": "PPO from dpo_model: KV-cache rollouts scored by reward_model (plus the verifiable math reward), "
                  "a value head, GAE, the clipped ratio and a KL penalty to the starting model.",
     "grpo_model": "GRPO from ppo_model: G samples per prompt, group-normalised verifiable rewards (correct answer, "
-                  "<think>/<answer> format), the clipped ratio and a k3 KL to the starting model.",
+                  "`<think>`/`<answer>` format), the clipped ratio and a k3 KL to the starting model.",
 }
 _NO_HACKING = ("the reward did not rise while the verifiable accuracy fell, and replies did not run to the "
                "length limit")
 CHECKS = {
     "sft_model": (post_report.MASK_CHECK,
-                  "the trained tokens of a conversation decode to exactly its assistant replies, each with its <|end|>"),
+                  "the trained tokens of a conversation decode to exactly its assistant replies, each with its `<|end|>`"),
     "reward_model": (post_report.ABOVE_CHANCE,
                      "the reward model prefers the chosen reply on more than half of the held-out pairs"),
     "dpo_model": (post_report.ABOVE_CHANCE,
@@ -125,8 +125,10 @@ class PostTraining:
 
 def _post_asset(asset: str) -> dg.AssetsDefinition:
     stage, parent = CHAIN[asset]
-    deps = [parent, *(["reward_model"] if stage == "ppo" else []),  # PPO is scored by the reward model
-            *(["human_preferences"] if stage in ("sft", "reward", "dpo") else [])]  # the chat page's ratings
+    # the chat page's ratings: SFT, the reward model and DPO read them; PPO and GRPO depend on
+    # them too, so that a new ratings version marks them stale in the UI at once (Dagster
+    # marks only an asset's direct children), as it does eval_report, the export and promotion
+    deps = [parent, *(["reward_model"] if stage == "ppo" else []), "human_preferences"]
     return training_asset(PostTraining(asset), deps=deps, group_name="post_training", code_version=POST_CODE_VERSION,
                           description=DESCRIPTIONS[asset], check=CHECKS[asset][0])
 

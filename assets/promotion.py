@@ -6,7 +6,7 @@ import dataclasses
 
 import dagster as dg
 
-from assets.evaluation import eval_report, exported_model
+from assets.evaluation import RATINGS, eval_report, exported_model
 from assets.model_plan import plan_tags
 from resources import MlflowTracking, YunqueSettings
 from stages.config import PromotionConfig
@@ -56,7 +56,7 @@ def no_regression(settings: YunqueSettings) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=verdict.passed, metadata=md, description=verdict.reason)
 
 
-@dg.asset(deps=[exported_model, eval_report], group_name="evaluation", kinds={"mlflow"},
+@dg.asset(deps=[exported_model, eval_report, RATINGS], group_name="evaluation", kinds={"mlflow"},
           code_version=PROMOTION_CODE_VERSION)
 def promoted_model(context: dg.AssetExecutionContext, settings: YunqueSettings,
                    mlflow: MlflowTracking) -> dg.MaterializeResult:

@@ -166,8 +166,9 @@ def test_eval_report_measures_what_training_measured(data_home):
     assert result.success
     md = {k: v.value for k, v in result.asset_materializations_for_node("eval_report")[0].metadata.items()}
     trained = ckpt.latest(home / "data" / "base_model").state()["metrics"]
-    assert md["base_model/val_loss"] == pytest.approx(trained["val_loss"], abs=1e-3)
-    assert md["base_model/val_bpb"] > 0 and md["base_model/val_ppl"] > 1
+    figures = md["figures"]["base_model"]
+    assert figures["val_loss"] == pytest.approx(trained["val_loss"], abs=1e-3)
+    assert figures["val_bpb"] > 0 and figures["val_ppl"] > 1
 
 
 def test_impossible_plan_is_refused_with_the_fix(data_home):

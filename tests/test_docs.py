@@ -4,6 +4,7 @@ page names a module that does not exist."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -151,3 +152,13 @@ def test_every_flag_is_documented_and_every_documented_flag_exists():
                 used = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", m.group(2)))
                 unknown += [f"{page.name}:{number}: yunque {m.group(1)} {f}" for f in sorted(used - taken[m.group(1)] - top)]
     assert not unknown, unknown
+
+
+def test_the_serve_transcript_is_the_recorded_one():
+    """docs/serve.md's transcript is what bench.doc_transcripts recorded from the main
+    command's model (docs/transcripts.json), never a hand-written exchange."""
+    from bench.doc_transcripts import PAGE, RECORD, page_block, render
+
+    record = json.loads(RECORD.read_text())
+    assert len(record["model"]["weights_sha256"]) == 64 and len(record["replies"]) == len(record["questions"])
+    assert page_block(PAGE.read_text()) == render(record)

@@ -52,11 +52,17 @@ def test_report_and_export_materialize(home):
     assert row["math"]["es_add2"]["problems"] == 24
     # the metadata is the report's table: every number of the row, as report.json has it
     from assets.evaluation import NUMERIC
+    from stages.evaluation.promotion import FIGURES
 
     table = next(r for r in report["table"] if r["stage"] == "base_model")
     numbers = {c: table[c] for c in NUMERIC if isinstance(table[c], (int, float))}
     assert {"math_accuracy", "math_rephrased", "format_rate", "repeat_4_max"} <= numbers.keys()
-    assert {c: md[f"base_model/{c}"] for c in numbers} == numbers
+    assert md["figures"]["base_model"] == numbers
+    # the only numbers (what the UI plots across materializations): the last stage's FIGURES
+    assert md["last_stage"] == "base_model"
+    assert {k: v for k, v in md.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} == {
+        f"last_stage/{c}": numbers[c] for c in FIGURES if c in numbers}
+    assert {"plot: held-out math accuracy by checkpoint", "figures by checkpoint"} <= md.keys()
     # ... and the accuracies are what the model's one answer earns on each problem set (the
     # same task in held-out wordings for math_rephrased): worked out here from the sets alone
     from pipelines.tasks.math_tasks import math_eval_set
@@ -64,9 +70,9 @@ def test_report_and_export_materialize(home):
     expected = {name: round(sum(p.answer == ANSWER for p in math_eval_set(name, 24, seed=0)) / 24, 4)
                 for name in ("es_add2", "es_add2_rephrased")}
     assert 0 < expected["es_add2"] != expected["es_add2_rephrased"] > 0  # a check that can tell them apart
-    assert md["base_model/math_accuracy"] == row["math_accuracy"] == expected["es_add2"], expected
-    assert md["base_model/math_rephrased"] == row["math_rephrased"] == expected["es_add2_rephrased"]
-    assert md["base_model/format_rate"] == row["math"]["es_add2"]["format_rate"] == 1.0  # every reply in <answer> tags
+    assert numbers["math_accuracy"] == row["math_accuracy"] == expected["es_add2"], expected
+    assert numbers["math_rephrased"] == row["math_rephrased"] == expected["es_add2_rephrased"]
+    assert numbers["format_rate"] == row["math"]["es_add2"]["format_rate"] == 1.0  # every reply in <answer> tags
     assert row["math"]["es_add2"]["correct"] == round(expected["es_add2"] * 24)
     assert all(e["predicted"] == ANSWER and e["correct"] == (e["expected"] == ANSWER)
                for e in row["math"]["es_add2"]["examples"] + row["math"]["es_add2_rephrased"]["examples"])

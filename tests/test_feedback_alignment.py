@@ -2,7 +2,9 @@
 requests align_on_feedback once enough are new; that run (the job itself, through Dagster)
 turns them into human_preferences, trains sft_model, reward_model and dpo_model on them
 mixed with the synthetic data, carries on through PPO, GRPO, the evaluation and the export
-to the promotion check; the lineage names the feedback version."""
+to the promotion check; the lineage names the feedback version, and so does the export a
+server serves. A manual materialization of human_preferences uses no rating up, and marks
+everything from sft_model to promoted_model stale."""
 
 from __future__ import annotations
 
@@ -14,7 +16,10 @@ from pipelines.feedback.records import FeedbackLog
 from tests.test_post_training import SMALL, home  # noqa: F401  (the fixture: a recorded base model)
 from yunque.cli.lineage import describe, render
 
-QUESTIONS = ["¿Cuánto es 2 más 3?", "¿Cuánto es 7 menos 4?", "¿Qué es un paquete?", "Hola", "¿Cuánto es 6 por 2?"]
+QUESTIONS = ["¿Cuánto es 2 más 3?", "¿Cuánto es 7 menos 4?", "¿Qué es un paquete?", "Hola", "¿Cuánto es 6 por 2?",
+             "¿Cuánto es 9 más 1?", "¿Qué es un fichero?", "Buenos días", "¿Cuánto es 8 menos 5?"]
+ALIGNED = ["sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report", "exported_model",
+           "promoted_model"]
 
 
 def _rate(log: FeedbackLog, i: int) -> None:
@@ -73,3 +78,33 @@ def test_enough_new_ratings_retrain_the_alignment_chain_up_to_the_promotion_chec
 
     again = sensor(dg.build_sensor_context(instance=instance, resources=resources))
     assert isinstance(again, dg.SkipReason) and "0 new rating(s)" in again.skip_message
+    # what `yunque serve` tells of the export: the ratings it was aligned on
+    from stages.training.lineage import ratings_trained_on
+
+    export = json.loads((data / "exported_model" / "yunque_export.json").read_text())
+    assert ratings_trained_on(export["lineage"]) == {"version": version, "ratings": 5}
+
+    # four more ratings, and human_preferences materialized by hand (the UI's Materialize)
+    for i in range(5, 9):
+        _rate(log, i)
+    by_hand = defs.resolve_implicit_global_asset_job_def().get_subset(
+        asset_selection={dg.AssetKey("human_preferences")}).execute_in_process(instance=instance)
+    md = {k: v.value for k, v in by_hand.asset_materializations_for_node("human_preferences")[0].metadata.items()}
+    assert (md["ratings"], md["ratings_waiting"], md["ratings_in_models"]) == (9, 4, 5)
+    assert _stale(defs, instance) == {a: "STALE" for a in ALIGNED}  # up to the promotion
+    # the sensor still counts them: they are in no trained model
+    request = sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(request, dg.RunRequest) and request.tags["yunque/new_ratings"] == "4"
+
+
+def _stale(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, str]:
+    """Each asset's status as the UI shows it (its stale-status resolver)."""
+    from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver
+    from dagster._time import get_current_datetime
+
+    graph = defs.resolve_asset_graph()
+    view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+                          instance=instance, asset_graph=graph)
+    resolver = CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+    return {a: resolver.get_status(dg.AssetKey(a)).name for a in ALIGNED}

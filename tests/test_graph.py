@@ -124,13 +124,17 @@ def test_whole_data_graph(home, corpus):
     assert report["cached"] is False
     # its numbers are the report's table, stage by stage (report.json beside report.md)
     from assets.evaluation import NUMERIC
+    from stages.evaluation.promotion import FIGURES
 
     table = json.loads((home / "data" / "eval_report" / "report.json").read_text())["table"]
     assert [r["stage"] for r in table] == report["stages"] and (home / "data" / "eval_report" / "report.md").exists()
-    numbers = {f"{r['stage']}/{c}": r[c] for r in table for c in NUMERIC if isinstance(r[c], (int, float))}
-    assert {f"{s}/math_accuracy" for s in report["stages"]} <= numbers.keys()
-    assert {k: report[k] for k in numbers} == numbers
-    assert not {k for k in report if k.split("/")[-1] in NUMERIC} - numbers.keys()
+    numbers = {r["stage"]: {c: r[c] for c in NUMERIC if isinstance(r[c], (int, float))} for r in table}
+    assert all("math_accuracy" in numbers[s] for s in report["stages"])
+    assert report["figures"] == numbers
+    # the numbers the UI plots across materializations: the figures of the chain's last stage only
+    assert report["last_stage"] == "grpo_model"
+    assert {k: v for k, v in report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} == {
+        f"last_stage/{c}": numbers["grpo_model"][c] for c in FIGURES if c in numbers["grpo_model"]}
     exported = next(r.assets["exported_model"] for r in summary.runs if "exported_model" in r.assets)
     # the last stage of the chain is what gets exported
     assert exported["checkpoint"].endswith("grpo_model/step-00000002") and exported["max_abs_logit_diff"] <= 1e-4
@@ -275,10 +279,13 @@ def test_definitions_load():
     parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
                for k in graph.get_all_asset_keys()}
     assert parents["sft_model"] == {"base_model", "human_preferences"}
-    assert parents["ppo_model"] == {"dpo_model", "reward_model"}
-    # the chat page's ratings reach the stages that learn from people (SFT, reward model, DPO)
-    assert {a for a, p in parents.items() if "human_preferences" in p} == {"sft_model", "reward_model", "dpo_model"}
-    assert parents["grpo_model"] == {"ppo_model"} and "grpo_model" in parents["exported_model"]
+    assert parents["ppo_model"] == {"dpo_model", "reward_model", "human_preferences"}
+    # the chat page's ratings: read by SFT, the reward model and DPO, and a direct parent of
+    # everything after them up to the promotion, so that new ratings mark it all stale
+    assert {a for a, p in parents.items() if "human_preferences" in p} == {
+        "sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model", "eval_report", "exported_model",
+        "promoted_model"}
+    assert parents["grpo_model"] == {"ppo_model", "human_preferences"} and "grpo_model" in parents["exported_model"]
     assert "eval_contamination" in parents["base_model"] and parents["eval_contamination"] == {"token_shards"}
     assert graph.get_check_spec(dg.AssetCheckKey(dg.AssetKey("eval_contamination"), "no_eval_contamination")).blocking
     assert defs().resolve_job_def("shard_job") is not None

@@ -88,7 +88,7 @@ def test_whole_chain_materializes_with_a_report_row_per_stage(home):
 
     report = _md(result, "eval_report")
     assert report["stages"] == ["base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model"]
-    assert all(f"{s}/math_accuracy" in report for s in report["stages"])
+    assert all("math_accuracy" in report["figures"][s] for s in report["stages"])
 
     assert report["outdated"] == []
 

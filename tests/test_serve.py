@@ -170,6 +170,18 @@ def test_sampling_takes_a_new_seed_per_request_unless_given_one(server):
     assert ask(seed=7) == ask(seed=7) and ask(seed=7)[1] == "7"
 
 
+def test_the_docs_transcript_script_gives_the_servers_own_replies(server):
+    """bench.doc_transcripts writes docs/serve.md's transcript from a served model: what it
+    records is what the endpoint answers (tests/test_docs.py checks the page holds it)."""
+    from bench.doc_transcripts import ask, identity, render
+
+    replies = ask(server.url, ["¿Cuánto es 2 más 3?"], "answers")
+    assert replies == ["<answer>42</answer>"]
+    who = identity(server.url, "answers")
+    shown = render({"model": who, "questions": ["¿Cuánto es 2 más 3?"], "replies": replies})
+    assert "> ¿Cuánto es 2 más 3?\n<answer>42</answer>\n```" in shown and who["weights_sha256"][:12] in shown
+
+
 def test_v1_models_says_who_each_model_is(server):
     listed = client(server).models.list().data
     assert [m.id for m in listed] == ["answers", "random"]

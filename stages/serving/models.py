@@ -34,7 +34,7 @@ class ServedModel:
     weights_sha256: str
     source: str  # where it came from, for the log and /yunque/models
     n_ctx: int = 0  # the model's training context (0: unknown, llama.cpp's default)
-    # the ratings it was aligned on ({"version", "ratings", "stage"}), from its export's lineage
+    # the ratings it was aligned on ({"version", "ratings"}), from its export's lineage
     feedback: dict | None = None
 
     def describe(self) -> dict[str, object]:

@@ -142,7 +142,7 @@ def data_inputs(record: dict[str, Any]) -> dict[str, Any]:
 
 def ratings_trained_on(record: dict[str, Any] | None) -> dict[str, Any] | None:
     """The chat page's ratings a chain was aligned on: the human_preferences version that
-    the stage which read the most of them consumed ({"version", "ratings", "stage"}), or
+    the stage which read the most of them consumed ({"version", "ratings"}), or
     None when no stage of the chain read any. Ratings are only appended, so the first
     `ratings` of the feedback folder are in the model."""
     best, todo = None, [record] if record else []
@@ -151,8 +151,7 @@ def ratings_trained_on(record: dict[str, Any] | None) -> dict[str, Any] | None:
         todo += [x for x in (r.get("parent"), r.get("reward_model")) if x]
         human = r.get("inputs", {}).get("human_preferences")
         if human and (best is None or int(human.get("ratings", 0)) > best["ratings"]):
-            best = {"version": str(human.get("version", "")), "ratings": int(human.get("ratings", 0)),
-                    "stage": stage_name(r.get("asset", ""))}
+            best = {"version": str(human.get("version", "")), "ratings": int(human.get("ratings", 0))}
     return best
 
 

@@ -82,8 +82,9 @@ def _figures(asset: str, md: dict) -> str:
         val = f"val_loss {md['val_loss']:.3f}" if "val_loss" in md else "no validation tokens"
         return f"step {md['step']}, loss {md.get('loss', float('nan')):.3f}, {val}"
     if asset == "eval_report":
-        return ", ".join(f"{s}: val_loss {md.get(f'{s}/val_loss', float('nan')):.3f}, "
-                         f"math {md.get(f'{s}/math_accuracy', 0):.0%}" for s in md["stages"])
+        figures = md.get("figures", {})
+        return ", ".join(f"{s}: val_loss {figures.get(s, {}).get('val_loss', float('nan')):.3f}, "
+                         f"math {figures.get(s, {}).get('math_accuracy', 0):.0%}" for s in md["stages"])
     if asset == "promoted_model":
         return f"{md['registered_model']} v{md['version']} @{md['alias']}" + ("" if md["new_version"] else " (kept)")
     if asset == "exported_model":
@@ -147,11 +148,12 @@ def _eval_summary(metadata: dict, home: Path) -> None:
         print(f"evaluation report:  {home}/data/eval_report/report.md (and report.json, loss_curves.png, "
               "math_accuracy.png)")
         for s in md["stages"]:
-            print(f"                    {s}: perplexity {md.get(f'{s}/val_ppl', float('nan')):.1f}, "
-                  f"{md.get(f'{s}/val_bpb', float('nan')):.3f} bits/byte, held-out math "
-                  f"{md.get(f'{s}/math_accuracy', 0):.1%} ({md.get(f'{s}/math_rephrased', 0):.1%} reworded), "
-                  f"domain QA {md.get(f'{s}/domain_qa_nll', float('nan')):.2f} nats/token, "
-                  f"repeated 4-grams up to {md.get(f'{s}/repeat_4_max', 0):.2f}")
+            f = md.get("figures", {}).get(s, {})
+            print(f"                    {s}: perplexity {f.get('val_ppl', float('nan')):.1f}, "
+                  f"{f.get('val_bpb', float('nan')):.3f} bits/byte, held-out math "
+                  f"{f.get('math_accuracy', 0):.1%} ({f.get('math_rephrased', 0):.1%} reworded), "
+                  f"domain QA {f.get('domain_qa_nll', float('nan')):.2f} nats/token, "
+                  f"repeated 4-grams up to {f.get('repeat_4_max', 0):.2f}")
     if "exported_model" in mds:
         md = mds["exported_model"]
         print(f"exported model:     {md['dir']} ({md['architecture']}; GGUF: "
