@@ -112,6 +112,12 @@ def test_chat_compare_rate_and_edit_in_a_browser(server, browser, shots):
         return [d.querySelector('details').open, d.querySelector('summary').textContent,
                 d.querySelector('.answer').textContent]; }""")
     assert shown == [False, "Reasoning", "7"]
+    # the opening tag left out (the model wrote it in the prompt's turn): the same
+    shown = tab.page.evaluate("""() => { const d = document.createElement('div');
+        showReply(d, 'Unidades: 2 + 4 = 6.</think>6');
+        return [d.querySelector('summary').textContent, d.querySelector('details div').textContent,
+                d.querySelector('.answer').textContent]; }""")
+    assert shown == ["Reasoning", "Unidades: 2 + 4 = 6.", "6"]
     tab.page.screenshot(path=str(shots / "chat.png"))
     before = len(_ratings(server))
     tab.rate_last("up")
