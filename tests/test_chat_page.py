@@ -118,6 +118,10 @@ def test_chat_compare_rate_and_edit_in_a_browser(server, browser, shots):
         return [d.querySelector('summary').textContent, d.querySelector('details div').textContent,
                 d.querySelector('.answer').textContent]; }""")
     assert shown == ["Reasoning", "Unidades: 2 + 4 = 6.", "6"]
+    shown = tab.page.evaluate("""() => { const d = document.createElement('div');
+        showReply(d, '<think></think><answer>7</answer>');
+        return [d.querySelector('details div').textContent, d.querySelector('.answer').textContent]; }""")
+    assert shown == ["", "7"]
     tab.page.screenshot(path=str(shots / "chat.png"))
     before = len(_ratings(server))
     tab.rate_last("up")

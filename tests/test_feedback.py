@@ -39,16 +39,18 @@ def test_a_bad_submission_names_the_key(change, says):
 def test_append_is_durable_refuses_duplicates_and_serves_two_writers(tmp_path):
     log = FeedbackLog(tmp_path)
     kept = log.append(rating("r1"))
-    assert kept["time"].endswith("Z") and kept["format"] == 1
-    with pytest.raises(DuplicateFeedback):
+    assert kept["time"].endswith("Z") and kept["format"] == 1 and kept["position"] == 1
+    with pytest.raises(DuplicateFeedback) as dup:
         log.append(rating("r1", choice="b"))  # a resubmission after a lost reply
+    assert dup.value.position == 1  # where the first one is: the page can still say which model holds it
     # another writer on the same folder (a second server): each sees the other's ids
     other = FeedbackLog(tmp_path)
     with pytest.raises(DuplicateFeedback):
         other.append(rating("r1"))
-    other.append(rating("r2"))
-    with pytest.raises(DuplicateFeedback):
+    assert other.append(rating("r2"))["position"] == 2
+    with pytest.raises(DuplicateFeedback) as dup:
         log.append(rating("r2"))
+    assert dup.value.position == 2
     assert [r["id"] for r in records.read(tmp_path).records] == ["r1", "r2"]
 
 

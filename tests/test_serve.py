@@ -168,6 +168,21 @@ def test_sampling_takes_a_new_seed_per_request_unless_given_one(server):
     replies = [ask() for _ in range(4)]
     assert len({seed for _, seed in replies}) == 4 and len({text for text, _ in replies}) > 1, replies
     assert ask(seed=7) == ask(seed=7) and ask(seed=7)[1] == "7"
+    assert ask(seed=-1)[1] != "-1"  # a negative seed asks for a random one: the header says which
+    status, said = server.post("/v1/chat/completions", {"model": "random", "messages": Q, "seed": 2 ** 40})
+    assert status == 400 and said["error"]["code"] == "invalid_seed"
+
+
+def test_the_headers_say_who_answered(server):
+    """A rating names the weights that wrote the answer: the server's word, taken when it
+    accepted the request (a promotion may swap the model between the page's list and the
+    reply), not the list the page loaded."""
+    _, listed = server.get("/yunque/models")
+    for m in listed["models"]:
+        raw = client(server).chat.completions.with_raw_response.create(model=m["id"], messages=Q, max_tokens=2)
+        h = raw.headers
+        assert (h["x-yunque-model"], h["x-yunque-version"], h["x-yunque-weights"]) == (
+            m["id"], m["version"], m["weights_sha256"])
 
 
 def test_the_docs_transcript_script_gives_the_servers_own_replies(server):
@@ -233,8 +248,9 @@ def test_ratings_are_checked_and_duplicates_refused(server):
                        {"model": "random", "version": b["version"], "weights_sha256": b["weights_sha256"],
                         "text": "mamama"}]}
     status, saved = server.post("/yunque/feedback", rec)
-    assert status == 201 and saved["saved"] and saved["ratings"] >= 1
-    assert server.post("/yunque/feedback", rec)[0] == 409  # a resubmission is not counted twice
+    assert status == 201 and saved["saved"] and saved["ratings"] >= saved["position"] >= 1
+    status, again = server.post("/yunque/feedback", rec)
+    assert status == 409 and again["position"] == saved["position"]  # a resubmission is not counted twice
     assert server.post("/yunque/feedback", rec | {"id": "rating-2", "choice": "up"})[0] == 400
     forged = {**rec, "id": "rating-3", "answers": [rec["answers"][0] | {"weights_sha256": "0" * 64}, rec["answers"][1]]}
     status, said = server.post("/yunque/feedback", forged)

@@ -44,7 +44,11 @@ class FeedbackError(ValueError):
 
 
 class DuplicateFeedback(FeedbackError):
-    pass
+    """`position`: where the first record of that id is (1-based, in the order written)."""
+
+    def __init__(self, message: str, position: int):
+        super().__init__(message)
+        self.position = position
 
 
 def _text(value: object, key: str, *, empty: bool = False) -> str:
@@ -156,7 +160,7 @@ class FeedbackLog:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / RATINGS_FILE
-        self._ids: set[str] = set()
+        self._ids: dict[str, int] = {}  # id -> its position (1-based, in the order written)
         self._offset = 0  # bytes of the file already read into _ids
 
     def _catch_up(self) -> None:
@@ -168,19 +172,22 @@ class FeedbackLog:
         end = data.rfind(b"\n") + 1  # a torn tail stays unread until a whole line follows it
         for line in data[:end].splitlines():
             try:
-                self._ids.add(str(json.loads(line)["id"]))
+                self._ids.setdefault(str(json.loads(line)["id"]), len(self._ids) + 1)
             except (ValueError, KeyError, TypeError):
                 continue
         self._offset += end
 
     def append(self, raw: object) -> dict[str, Any]:
-        """Validate, refuse a duplicate, append durably; returns the record as kept."""
+        """Validate, refuse a duplicate, append durably; returns the record as kept, with
+        `position`: its place among the records (1-based), not stored in the file. Records
+        are only appended, so a model trained on the first N holds it if N >= position."""
         rec = validate(raw)
         line = (json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n").encode()
         with self._locked():
             self._catch_up()
             if rec["id"] in self._ids:
-                raise DuplicateFeedback(f"id {rec['id']}: already recorded (a resubmission is not counted twice)")
+                raise DuplicateFeedback(f"id {rec['id']}: already recorded (a resubmission is not counted twice)",
+                                        self._ids[rec["id"]])
             new = not self.path.exists()
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -194,7 +201,7 @@ class FeedbackLog:
             if new:
                 _fsync_dir(self.dir)
             self._catch_up()
-        return rec
+            return rec | {"position": self._ids[rec["id"]]}
 
     def count(self) -> int:
         with self._locked():

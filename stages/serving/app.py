@@ -98,6 +98,11 @@ class Served:
             proxy._current_model_alias = None  # the next request for it loads the new file
         self.add(m)
 
+    def identity(self, alias: str) -> dict[str, str]:
+        """Who answers a request for `alias` now (after `apply`): what its rating names."""
+        m = self.models[alias]
+        return {"model": m.alias, "version": m.version, "weights": m.weights_sha256}
+
     def identity_known(self, answer: dict) -> bool:
         return (answer.get("model"), answer.get("version"), answer.get("weights_sha256")) in self.ever
 
@@ -207,12 +212,13 @@ def build(models: list[ServedModel], *, feedback_dir: Path, limits: Limits | Non
                                               f"weights {weights} was never served here"}, status_code=400)
         try:
             rec = log.append(raw)  # fsynced before the reply: a "saved" survives a kill -9
-        except DuplicateFeedback as e:
-            return JSONResponse({"error": str(e)}, status_code=409)
+        except DuplicateFeedback as e:  # a resubmission: where the first one is
+            return JSONResponse({"error": str(e), "position": e.position}, status_code=409)
         except FeedbackError as e:
             return JSONResponse({"error": str(e)}, status_code=400)
-        return JSONResponse({"saved": True, "id": rec["id"], "time": rec["time"], "ratings": log.count()},
-                            status_code=201)
+        # position: the page says "in the served model" once a model holds that many ratings
+        return JSONResponse({"saved": True, "id": rec["id"], "time": rec["time"], "position": rec["position"],
+                             "ratings": log.count()}, status_code=201)
 
     @app.get("/yunque/feedback", dependencies=guarded)
     async def feedback_count() -> dict:
@@ -232,4 +238,4 @@ def build(models: list[ServedModel], *, feedback_dir: Path, limits: Limits | Non
         watch.start()
     app.state.served, app.state.started = served, time.time()
     return RequestLimits(app, limits, served.count_prompt, lambda: served.default, lambda: sorted(served.models),
-                         before=served.apply)
+                         before=served.apply, identity=served.identity)

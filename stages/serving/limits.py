@@ -15,6 +15,10 @@ token, so a page can show them at once):
     X-Yunque-Seed              the sampling seed: a new one per request unless it gave one
                                (llama-cpp-python otherwise derives each request's seed from
                                the last, so a reloaded model repeats its "samples")
+    X-Yunque-Model, -Version, -Weights
+                               who answers: the served model as it is when the request is
+                               checked (a new champion is swapped in just before), which a
+                               rating of the reply names
 
 An ASGI middleware rather than a FastAPI dependency: it reads the body once, checks it,
 and hands the same bytes on to llama-cpp-python's routes, which parse it themselves. It
@@ -46,10 +50,11 @@ class Adjusted:
     prompt_tokens: int
     context: int
     seed: int
+    who: dict[str, str]  # {"model", "version", "weights"}
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         said = {"dropped-messages": self.dropped, "prompt-tokens": self.prompt_tokens, "context": self.context,
-                "reply-room": self.context - self.prompt_tokens, "seed": self.seed}
+                "reply-room": self.context - self.prompt_tokens, "seed": self.seed, **self.who}
         return [(f"{HEADER}{k}".encode(), str(v).encode()) for k, v in said.items()]
 
 
@@ -70,8 +75,9 @@ class RequestLimits:
 
     def __init__(self, app, limits: Limits, count_prompt: Callable[[str, dict], tuple[int, int] | None],
                  default_model: Callable[[], str], served: Callable[[], list[str]],
-                 before: Callable[[], None] = lambda: None):
-        self.app, self.limits = app, limits
+                 before: Callable[[], None] = lambda: None,
+                 identity: Callable[[str], dict[str, str]] = lambda alias: {"model": alias}):
+        self.app, self.limits, self.identity = app, limits, identity
         self.count_prompt, self.default_model, self.served, self.before = count_prompt, default_model, served, before
         # llama-cpp-python generates for one request at a time anyway, but its own locks make
         # waiting requests contend: 8 concurrent streams ran at a sixth of one stream's rate
@@ -128,30 +134,39 @@ class RequestLimits:
         dropped = 0
         if "messages" in req:
             room = min(wanted or context, int(context * FIT_REPLY))
-            req["messages"], dropped, prompt = fit(req["messages"], lambda ms: self.count_prompt(model, {
-                "messages": ms})[0], context - room, prompt)
+            try:
+                req["messages"], dropped, prompt = fit(req["messages"], lambda ms: self.count_prompt(model, {
+                    "messages": ms})[0], context - room, prompt)
+            except (KeyError, TypeError, ValueError) as e:  # the template refuses what is left (alternation)
+                return error(400, f"the request cannot be formatted once its oldest turns are left out: {e}",
+                             "invalid_request", "messages")
         if prompt >= context:
             last = "the last turn" + (f" (after leaving out {dropped} earlier message(s))" if dropped else "")
             return error(400, f"this model's context is {context:,} tokens; {last} makes a prompt of {prompt:,}: "
                               "shorten it", "context_length_exceeded", "messages")
         seed = req.get("seed")
-        if not isinstance(seed, int) or isinstance(seed, bool):
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed >= 2 ** 32):
+            return error(400, f"seed: expected an integer below 2**32, got {seed!r}", "invalid_seed", "seed")
+        if seed is None or seed < 0:  # a negative seed asks for a random one, as in llama.cpp: say which
             seed = req["seed"] = secrets.randbelow(2 ** 31)
-        return Adjusted(json.dumps(req).encode(), dropped, prompt, context, seed)
+        return Adjusted(json.dumps(req).encode(), dropped, prompt, context, seed, self.identity(model))
 
 
 def fit(messages: list[dict], count: Callable[[list[dict]], int], budget: int,
         counted: int) -> tuple[list[dict], int, int]:
     """(the messages kept, how many were left out, the prompt's tokens): the oldest turns
     leave, a whole exchange at a time (the kept part starts at a user turn), until the
-    prompt is within `budget` tokens or only the system messages and the last user turn
-    are left. `counted` is the whole conversation's count."""
+    prompt is within `budget` tokens or only the leading system messages and the last
+    exchange (from the last user turn on) are left. `counted` is the whole
+    conversation's count. A system message after the first turn leaves with its turn."""
     head = messages[:_first_other(messages)]
     rest = messages[len(head):]
     dropped = 0
-    while counted > budget and len(rest) > 1:
+    while counted > budget:
         cut = next((i for i in range(1, len(rest)) if isinstance(rest[i], dict) and rest[i].get("role") == "user"),
-                   len(rest) - 1)
+                   None)
+        if cut is None:  # no later user turn to start from: the rest is the last exchange
+            break
         rest, dropped = rest[cut:], dropped + cut
         counted = count(head + rest)
     return head + rest, dropped, counted
