@@ -127,6 +127,7 @@ class DaemonKeeper:
             return
         if self.silent_since is not None:  # a silent daemon runs nothing: waiting on its runs would never end
             daemon.stop(self.own, self.instance)
+            self.own = None
             return
         try:
             said = set()
@@ -141,6 +142,7 @@ class DaemonKeeper:
             pass
         finally:
             daemon.stop(self.own, self.instance)
+            self.own = None
 
 
 def _run_config(settings, corpus) -> dict:
@@ -260,6 +262,9 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
     try:
         follow(follower, home / "data", line, watch=keeper.ensure)
     except DaemonLost as e:
+        # the daemon first: one stopped in the middle of a write holds sqlite's lock, and
+        # the cancellation below would wait on it ("database is locked")
+        keeper.stop(backfill_id)
         client.cancel(instance, backfill_id, no_daemon=True)
         finish(home, follower.reports, shards, chosen)
         print(f"yunque run: {e}", file=sys.stderr)
