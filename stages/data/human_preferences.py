@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,7 @@ def waiting(store: DataStore, trained: int) -> dict[str, Any]:
     model version that wrote them."""
     found = records.read(feedback_dir(store)).records
     new = found[trained:]
-    by_model: dict[str, int] = {}
-    for rec in new:
-        for who in {f"{a['model']} v{a['version']}" for a in rec["answers"]}:
-            by_model[who] = by_model.get(who, 0) + 1
+    by_model = Counter(who for rec in new for who in {f"{a['model']} v{a['version']}" for a in rec["answers"]})
     return {"ratings": len(found), "trained": min(trained, len(found)), "waiting": len(new),
             "by_model": dict(sorted(by_model.items()))}
 
