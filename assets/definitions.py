@@ -4,36 +4,26 @@ import os
 
 import dagster as dg
 
-from assets import (
-    checks,
-    decontamination,
-    dedup,
-    evaluation,
-    feedback,
-    ingest,
-    post_training,
-    promotion,
-    quality,
-    token_checks,
-    tokens,
-    training,
-)
-from assets.automation import train_job, train_on_new_data
-from assets.feedback import align_job, feedback_sensor
-from assets.jobs import dedup_job, shard_job
-from assets.sensors import shard_sensor
+from assets.data import contamination, dedup, dedup_checks, ingest, quality, token_checks, tokens
+from assets.evaluation import promotion, report
+from assets.operations.automation import train_job, train_on_new_data
+from assets.operations.feedback import align_job, feedback_sensor
+from assets.operations.jobs import dedup_job, shard_job
+from assets.operations.sensors import shard_sensor
+from assets.training import post_training, pretrain
+from assets.use import export, human_preferences
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from resources.corpus import default_corpus
+from resources.telemetry import apply as telemetry_off
 from stages.store import home as home_settings
-from stages.store.env import apply as telemetry_off
-from stages.store.env import home as local_home
-from stages.store.env import home_url
+from stages.store.location import home as local_home
+from stages.store.location import home_url
 
 telemetry_off()  # the code location is an entry point too (`dagster dev`)
 
-ASSETS = dg.load_assets_from_modules([ingest, dedup, quality, tokens, decontamination, training, feedback, post_training,
-                                      evaluation, promotion])
-CHECKS = dg.load_asset_checks_from_modules([checks, token_checks, decontamination, promotion])
+ASSETS = dg.load_assets_from_modules([ingest, dedup, quality, tokens, contamination, pretrain, human_preferences,
+                                      post_training, report, export, promotion])
+CHECKS = dg.load_asset_checks_from_modules([dedup_checks, token_checks, contamination, promotion])
 
 
 def training_launcher() -> dg.ConfigurableResource:

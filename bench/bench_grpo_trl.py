@@ -76,7 +76,7 @@ def main() -> None:
     from model.export.hf import export_hf
     from model.post.config import GRPOConfig
     from model.post.rl import GRPO, verifiable_reward
-    from model.post.train import _optimizer
+    from model.post.train import build_optimizer
     from pipelines.tasks.math_tasks import prompt_for, spanish_problems
 
     transformers.logging.set_verbosity_error()
@@ -95,7 +95,7 @@ def main() -> None:
     loaded.model.train()
     stage = GRPO(cfg, loaded, parallel.Dist(), {"data": ""}, lambda **_: None)
     stage.problems = problems  # the bench's prompts; one step's batch is all of them
-    opt = _optimizer(stage.module, cfg, fused=False)
+    opt = build_optimizer(stage.module, cfg, fused=False)
 
     def update(loss: torch.Tensor) -> float:
         loss.backward()

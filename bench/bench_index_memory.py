@@ -8,7 +8,7 @@ columns `build_index` reads, shaped as `stages.data.dedup.minhash_stage` writes 
 32-character doc_id, a source path, 14 LSH band keys, three paragraph hashes and their
 line lengths per document), with 2% of the documents planted as near-duplicates (the same
 band keys as another) and 5% sharing a paragraph with another. Then it builds the index
-(`pipelines.data.dedup_index.build_index`, one process, workers=1 as the `tiny` preset
+(`pipelines.data.dedup.index.build_index`, one process, workers=1 as the `tiny` preset
 runs it) in a fresh process per code checkout (`--code`: this repository by default; a
 second checkout, such as a worktree of an earlier commit, runs side by side) and reports
 its wall time and peak RSS (VmHWM), then the fitted slope (MB per million documents) and
@@ -36,7 +36,7 @@ def write_shards(root: Path, docs: int, shards: int, seed: int = 0) -> list[Path
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.data.lsh_index import band_column
+    from pipelines.data.dedup.lsh_index import band_column
     from stages.config import preset
 
     bands = preset("tiny", {}).dedup.bands
@@ -75,7 +75,7 @@ WORKER = """
 import json, sys, time, tempfile
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from pipelines.data.dedup_index import ShardInput, build_index
+from pipelines.data.dedup.index import ShardInput, build_index
 from stages.config import preset
 cfg = preset("tiny", {}).dedup
 paths = [Path(p) for p in sys.argv[2:]]

@@ -12,7 +12,7 @@ shingling: `batch_words` + `batch_shingles`, the stage's own; 32-bit values) and
 each side in the input format of its fastest bulk API; the conversions are untimed. Same
 112 permutations (num_perm) and seed on every side. Timed: shingle hashes -> one signature
 per document, nothing else:
-  ours        `pipelines.data.minhash._signatures_of_shingles` (what compute_signatures
+  ours        `pipelines.data.dedup.minhash._signatures_of_shingles` (what compute_signatures
               runs after shingling): flat uint32 hashes + int64 offsets -> (docs, 112) uint32;
               numpy, one thread
   rensa       rensa 0.5 `RMinHash.digest_matrix_from_flat_token_hashes` (its bulk Rust
@@ -89,11 +89,11 @@ def shingle_sets(texts: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
     them. A document without words has no shingle."""
     import pyarrow as pa
 
-    from pipelines.data.minhash import BATCH_DOCS, _batches, batch_shingles
+    from pipelines.data.dedup.minhash import BATCH_DOCS, batch_shingles, text_batches
     from pipelines.data.words import batch_words
 
     flat, counts = [], []
-    for batch in _batches(pa.array(texts, pa.large_string()), BATCH_DOCS):
+    for batch in text_batches(pa.array(texts, pa.large_string()), BATCH_DOCS):
         wh, offsets = batch_words(batch)
         h32, sh_off = batch_shingles(wh, offsets, ngram)
         n = np.diff(sh_off)
@@ -131,8 +131,8 @@ def signatures_same_shingles(texts: list[str], rounds: int, threads: int) -> Non
     from datasketch import MinHash
     from rensa import RMinHash
 
-    from pipelines.data.minhash import _signatures_of_shingles as ours_of_shingles
-    from pipelines.data.minhash import compute_signatures
+    from pipelines.data.dedup.minhash import compute_signatures
+    from pipelines.data.dedup.minhash import signatures_of_shingles as ours_of_shingles
 
     cfg = _config(False, 1).dedup
     h32, off = shingle_sets(texts, cfg.ngram)  # before any clock, as are the conversions below
@@ -198,7 +198,7 @@ def prepare_corpus(pattern: str, limit: int | None, home: Path) -> Corpus:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from stages.data.ingest import FILTERED_SCHEMA
+    from pipelines.data.documents import FILTERED_SCHEMA
     from stages.store.outputs import DataStore, StageStats
 
     files = sorted(glob.glob(pattern))
@@ -372,7 +372,7 @@ def full_dedup(corpus: Corpus, args: argparse.Namespace, tmp: Path) -> None:
     if args.crosscheck and args.precision == 32:
         from bench.minhash_compare import ours_groups_removed
         from bench.minhash_datatrove import datatrove_signatures
-        from pipelines.data.dedup import lsh_clusters
+        from pipelines.data.dedup.clusters import lsh_clusters
 
         # Our LSH + union on datatrove's own signatures must give datatrove's clusters.
         x = lsh_clusters(datatrove_signatures(texts, args.dedup_cfg), doc_ids, args.dedup_cfg)

@@ -146,8 +146,8 @@ def direct(home: Path, corpus: Path, jobs: int) -> float:
 
 
 def run_figures(home: Path) -> dict:
-    """Runs created and what each cost beyond its steps (`assets.run_costs`)."""
-    from assets.run_costs import home_instance, run_costs
+    """Runs created and what each cost beyond its steps (`orchestration.costs`)."""
+    from orchestration.costs import home_instance, run_costs
 
     return run_costs(home_instance(str(home / "dagster")))
 

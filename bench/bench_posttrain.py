@@ -33,7 +33,7 @@ def _accuracy(path: str, problems: int) -> dict:
 
 
 def _run(corpus: str, select: str, overrides: str) -> float:
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
 
     t0 = time.perf_counter()
     summary = run_graph(corpus, select, "tiny", overrides)

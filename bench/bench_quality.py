@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     import fasttext_pybind
 
     from pipelines.data.quality import normalise
-    from pipelines.data.quality.classifier import _MODEL, _ft_bytes
+    from pipelines.data.quality.classifier import MODEL_MEMBER, fasttext_bytes
 
     model, trained = trained_model(args.language)
     texts = documents(args.docs)
@@ -194,13 +194,13 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="yunque-bench-quality-") as tmp:
         # The fastText file as quality_model stores it (the member of the model's zip) ...
         with zipfile.ZipFile(io.BytesIO(model.to_bytes())) as z:
-            blob = z.read(_MODEL)
-        path = Path(tmp) / _MODEL
+            blob = z.read(MODEL_MEMBER)
+        path = Path(tmp) / MODEL_MEMBER
         path.write_bytes(blob)
         flt = datatrove_filter(path, model.threshold)
         # ... is the model ours scores with, byte for byte
-        same = hashlib.sha256(_ft_bytes(model._ft)).hexdigest() == hashlib.sha256(blob).hexdigest()
-        print(f"   {_MODEL} {len(blob) / 1e6:.2f} MB, sha256 {hashlib.sha256(blob).hexdigest()[:16]}: datatrove "
+        same = hashlib.sha256(fasttext_bytes(model._ft)).hexdigest() == hashlib.sha256(blob).hexdigest()
+        print(f"   {MODEL_MEMBER} {len(blob) / 1e6:.2f} MB, sha256 {hashlib.sha256(blob).hexdigest()[:16]}: datatrove "
               f"reads the file the model's zip stores, {'the same bytes' if same else 'NOT THE SAME BYTES'} "
               f"as the model ours scores with; fastText for both: {Path(fasttext_pybind.__file__).name}")
         normalised = [normalise(t, model.max_tokens) for t in texts]

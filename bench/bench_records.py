@@ -1,5 +1,5 @@
-"""Records: our jsonl and csv readers with a field mapping (`pipelines.data.readers`,
-`pipelines/data/read_records.py`) against datatrove 0.10.1's `JsonlReader` and `CsvReader`
+"""Records: our jsonl and csv readers with a field mapping (`pipelines.data.readers.shard`,
+`pipelines/data/readers/records.py`) against datatrove 0.10.1's `JsonlReader` and `CsvReader`
 with an adapter that builds the same text, on the same generated ticket files.
 
     python -m bench.bench_records [--records N] [--rounds R] [--formats jsonl,jsonl.gz,csv]
@@ -168,7 +168,7 @@ def datatrove_reader(folder: Path) -> Any:
 def our_reader(root: Path, shard: str) -> Callable[[], tuple[list, list]]:
     from pipelines.config import ReaderConfig
     from pipelines.data.corpus import open_corpus
-    from pipelines.data.readers import read_shard
+    from pipelines.data.readers.shard import read_shard
 
     fs, base = open_corpus(str(root))
     cfg = ReaderConfig(**MAPPING)
@@ -304,15 +304,20 @@ def _per_record(label: str, fn: Callable[[], object], n: int, passes: int = 5) -
 def breakdown(root: Path, n: int) -> None:
     """Our read of the jsonl shard taken apart into its steps, each timed alone over every
     record (median of 5 passes), beside datatrove's two per-record steps and both whole
-    reads: where our time goes. The csv rows: our line iterator (`_Lines`: line numbers,
+    reads: where our time goes. The csv rows: our line iterator (`Lines`: line numbers,
     the size cap per line, undecodable bytes kept for the rejection) under csv.reader,
     against csv.DictReader on the text file as datatrove opens it."""
     import orjson
 
     from pipelines.config import ReaderConfig
-    from pipelines.data.decoding import CHUNK, check_binary_bytes, check_binary_text, iter_lines
     from pipelines.data.documents import make_doc_id
-    from pipelines.data.read_records import RecordProblem, _Lines, record_text
+    from pipelines.data.readers.decoding import (
+        CHUNK,
+        check_binary_bytes,
+        check_binary_text,
+        iter_lines,
+    )
+    from pipelines.data.readers.records import Lines, RecordProblem, record_text
 
     cfg = ReaderConfig(**MAPPING)
     data = (root / "jsonl" / FILES["jsonl"]).read_bytes()
@@ -354,8 +359,8 @@ def breakdown(root: Path, n: int) -> None:
             list(csv.DictReader(f))
 
     print(f"csv, {n:,} rows parsed into cells, nothing else:")
-    _per_record("ours: csv.reader over our line iterator (_Lines)",
-                lambda: list(csv.reader(_Lines(iter(csv_chunks), limit), strict=True)), n)
+    _per_record("ours: csv.reader over our line iterator (Lines)",
+                lambda: list(csv.reader(Lines(iter(csv_chunks), limit), strict=True)), n)
     _per_record("datatrove: csv.DictReader over the text file", dict_reader, n)
 
 
@@ -366,7 +371,7 @@ class _Quiet:
     def __enter__(self) -> Self:
         from datatrove.utils.logging import logger as loguru
 
-        self._logger = logging.getLogger("pipelines.data.readers")
+        self._logger = logging.getLogger("pipelines.data.readers.shard")
         self._handler = logging.NullHandler()
         self._logger.addHandler(self._handler)
         self._loguru = loguru

@@ -98,7 +98,7 @@ def band_worker(store, shards: list[str], band: int) -> dict:
 
     import pyarrow.parquet as pq
 
-    from pipelines.data.lsh_index import band_job  # type: ignore[attr-defined]
+    from pipelines.data.dedup.lsh_index import band_job  # type: ignore[attr-defined]
     from stages.config import preset
 
     paths = [store.part("minhash_signatures", s) for s in shards]
@@ -263,7 +263,7 @@ def run_n(n: int, args: argparse.Namespace) -> dict:
 def band_jobs(code: str | None) -> list[dict]:
     """One job per LSH band when the code under test builds bands on their own."""
     probe = ("from stages.config import preset; import importlib.util as u; "
-             "print(preset('tiny').dedup.bands if u.find_spec('pipelines.data.lsh_index') else 0)")
+             "print(preset('tiny').dedup.bands if u.find_spec('pipelines.data.dedup.lsh_index') else 0)")
     bands = int(subprocess.run([sys.executable, "-c", probe], cwd=code, check=True, capture_output=True,
                                text=True).stdout.split()[-1])
     return [{"band": b} for b in range(bands)]

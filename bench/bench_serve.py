@@ -3,7 +3,7 @@ llama-cpp-python's own server on the same file (what our layer costs), and our K
 generation (`yunque generate`'s model.core.generate, in process), on the same model, the
 same prompts and the same number of new tokens: time to first token and new tokens per
 second, for 1 stream and for N concurrent streams. `engine` is `yunque serve`'s own engine
-process reached on its Unix socket, past the front (stages.serving.front): what the
+process reached on its Unix socket, past the front (serving.front): what the
 front's hop costs.
 
     python -m bench.bench_serve [--home H] [--export DIR --checkpoint CKPT] [--quant q8_0]
@@ -79,7 +79,7 @@ class Server:
 
     def engine_socket(self) -> str:
         """`yunque serve`'s engine's own Unix socket: the same application without the
-        front's hop (stages.serving.front)."""
+        front's hop (serving.front)."""
         import psutil
 
         for child in psutil.Process(self.proc.pid).children(recursive=True):

@@ -48,7 +48,7 @@ class Neighbour:
 def main() -> None:
     import llama_cpp
 
-    from stages.serving.app import default_threads
+    from serving.app import default_threads
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--home", default=None)

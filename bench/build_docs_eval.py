@@ -4,7 +4,7 @@
                                     [--out tests/data/docs_eval] [--target 130]
 
 One package per language (LANGUAGES): gimp-help-es for Spanish (the default), gimp-help-fr
-for French. Neither is a sample-corpus package (pipelines/data/sample.py), so the filters
+for French. Neither is a sample-corpus package (pipelines/data/sample/fetch.py), so the filters
 were never looked at against them. Pages are chosen by *structure only*, never by what our
 cleaning, language ID or quality filters say (that would make the test circular):
 
@@ -187,13 +187,13 @@ def main() -> None:
     ap.add_argument("--target", type=int, default=130)
     args = ap.parse_args()
     # Imported here: tests/docs_eval_junk.py reads pages with `prose` and needs only the stdlib.
-    from pipelines.data.sample import _download, _unpack
+    from pipelines.data.sample.fetch import download_package, unpack_package
 
     lang = LANGUAGES[args.language]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        deb = args.deb.resolve() if args.deb else _download(lang.package, work)
-        version = _unpack(deb, work / "root")
+        deb = args.deb.resolve() if args.deb else download_package(lang.package, work)
+        version = unpack_package(deb, work / "root")
         chosen, why = select(work / "root" / lang.help_dir, args.target, lang)
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / f"{lang.package}.jsonl.gz"

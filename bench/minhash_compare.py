@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines.data.dedup import Clusters
-from pipelines.data.minhash import normalize_for_dedup
+from pipelines.data.dedup.clusters import Clusters
+from pipelines.data.dedup.minhash import normalize_for_dedup
 
 
 def groups(assign: dict[str, int]) -> list[frozenset[str]]:

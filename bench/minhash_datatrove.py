@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from pipelines.config import DedupConfig
-from pipelines.data.minhash import EMPTY
+from pipelines.data.dedup.minhash import EMPTY
 
 
 def import_datatrove_minhash() -> types.ModuleType:

@@ -402,7 +402,7 @@ def _bad_iban(rng: random.Random) -> str:
     return std_iban.format(n[:2] + f"{check:02d}" + n[4:])
 
 
-_LOOKALIKES: dict[str, tuple[LookGen, dict[str, str]]] = {
+PII_LOOKALIKES: dict[str, tuple[LookGen, dict[str, str]]] = {
     "version": (lambda r: f"{r.randint(1, 9)}.{r.randint(0, 30)}.{r.randint(0, 40)}",
                 {"es": "La versión {v} corrige varios errores.",
                  "fr": "La version {v} corrige plusieurs bogues.",
@@ -504,10 +504,10 @@ _LOOKALIKES: dict[str, tuple[LookGen, dict[str, str]]] = {
                     "en": "It was downloaded {v} times."}),
 }
 
-LOOKALIKE_KINDS = tuple(_LOOKALIKES)
+LOOKALIKE_KINDS = tuple(PII_LOOKALIKES)
 
 
-def _carrier(rng: random.Random, language: str, kind: str, label: str, value: str) -> str:
+def carrier_sentence(rng: random.Random, language: str, kind: str, label: str, value: str) -> str:
     table = _CARRIERS.get(language, _CARRIERS["en"])
     templates = table.get(label) or table[kind]
     return rng.choice(templates).format(v=value, l=label)
@@ -539,9 +539,9 @@ def plant(pages: list[str], language: str, seed: int = 0, per_page: int = 3) -> 
             dealt += 1
             label, value = gen(rng, language)
             values.append((kind, value))
-            inserts.append((_carrier(rng, language, kind, label, value), kind, value))
+            inserts.append((carrier_sentence(rng, language, kind, label, value), kind, value))
         for j in range(per_page):
-            make, templates = _LOOKALIKES[looks[(page_no * per_page + j) % len(looks)]]
+            make, templates = PII_LOOKALIKES[looks[(page_no * per_page + j) % len(looks)]]
             value = make(rng)
             lookalikes.append(value)
             template = templates.get(language, templates["en"])

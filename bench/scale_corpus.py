@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.data.minhash import normalize_for_dedup
+from pipelines.data.dedup.minhash import normalize_for_dedup
 
 SOURCE_GLOB = "/tmp/work/mainclone/.yunque/data/clean_documents/*/part-0.parquet"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

@@ -91,7 +91,7 @@ class ReaderConfig:
     # Share of control characters (besides \t \n \r \f) above which a file is binary.
     max_control_char_ratio: Fraction = 0.01
     # How a record (a jsonl line, a csv or tsv row) becomes one document's text
-    # (pipelines/data/read_records.py; parquet reads its `text` column whatever these say):
+    # (pipelines/data/readers/records.py; parquet reads its `text` column whatever these say):
     # the values of `text_fields` in this order, then the turns of `turns_field`, joined by
     # blank lines. A key may walk into nested objects ("ticket.subject") when the record
     # has no key of that literal name. A field that a record lacks, or holds null, is left

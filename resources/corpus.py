@@ -8,7 +8,7 @@ from typing import Any
 import dagster as dg
 
 from pipelines.data.corpus import ShardInfo, get_shard, list_shards, open_corpus, shard_key
-from stages.store.env import home
+from stages.store.location import home
 
 
 def default_corpus() -> str:

@@ -1,5 +1,5 @@
 """Training on a Kubernetes cluster: the same interface as TorchrunLauncher (`command`,
-`client().run(context=, command=, env=)`), so assets/launching.py runs either unchanged.
+`client().run(context=, command=, env=)`), so assets/training/launching.py runs either unchanged.
 
 Node 0 runs in the pod that dagster-k8s's PipesK8sClient starts: that client launches one
 pod and reads the Pipes messages from its logs (it has no Job support), so the rank that
@@ -138,13 +138,13 @@ class KubernetesTrainingClient:
                                 "not this run's local files (its --config, the local home or cache)")
         # every manifest is built (and checked against the client's models) before anything is submitted
         node0 = m.training_pod_spec(launcher, names, command, pod_env, node_rank=0)
-        _model(kubernetes.client.V1PodSpec, node0)
-        workers = [_model(kubernetes.client.V1Job, m.worker_job(launcher, names, command, pod_env, labels, k))
+        k8s_model(kubernetes.client.V1PodSpec, node0)
+        workers = [k8s_model(kubernetes.client.V1Job, m.worker_job(launcher, names, command, pod_env, labels, k))
                    for k in range(1, launcher.nnodes)]
         try:
             if workers:
                 service = m.rendezvous_service(launcher, names, labels)
-                api.core_api.create_namespaced_service(names.namespace, _model(kubernetes.client.V1Service, service))
+                api.core_api.create_namespaced_service(names.namespace, k8s_model(kubernetes.client.V1Service, service))
                 for job in workers:
                     api.batch_api.create_namespaced_job(names.namespace, job)
             return self._run_node0(launcher, context, api, names, node0, labels, extras)
@@ -181,7 +181,7 @@ class KubernetesTrainingClient:
         _delete_quietly(lambda: api.core_api.delete_namespaced_service(names.base, names.namespace))
 
 
-def _model(cls: type[T], manifest: dict) -> T:
+def k8s_model(cls: type[T], manifest: dict) -> T:
     """The kubernetes client's model; unknown or misspelt fields raise here, before submitting."""
     return k8s_model_from_dict(cls, k8s_snake_case_dict(cls, manifest))
 

@@ -18,7 +18,7 @@ from dagster._core.errors import DagsterPipesExecutionError
 
 from model.launch.spec import LaunchSpec, join_command, write_spec
 from model.launch.supervise import Launch
-from stages.training.pretrain import RunSpec
+from stages.training.runs import RunSpec
 
 
 class PollingPipesSubprocessClient(dg.PipesSubprocessClient):

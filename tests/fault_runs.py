@@ -52,7 +52,7 @@ def run_worker(dagster_home: Path) -> list[psutil.Process]:
 
 
 def daemon_processes(dagster_home: Path) -> list[psutil.Process]:
-    return [p for p in ours(dagster_home) if "assets.instance.daemon" in " ".join(p.cmdline())]
+    return [p for p in ours(dagster_home) if "orchestration.daemon" in " ".join(p.cmdline())]
 
 
 def rerun(home: Path, corpus: Path) -> subprocess.CompletedProcess:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.store.env import TELEMETRY_OFF
+from resources.telemetry import TELEMETRY_OFF
 
 MLFLOW = Path(sys.executable).parent / "mlflow"  # the venv's console script, beside its python
 BUCKET = "yunque-mlflow"

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from stages.store.env import TELEMETRY_OFF
+from resources.telemetry import TELEMETRY_OFF
 
 YUNQUE = Path(sys.executable).parent / "yunque"
 START_TIMEOUT_S = 120.0  # imports and two model loads; the machine is shared

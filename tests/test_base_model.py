@@ -30,7 +30,7 @@ def data_home(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("YUNQUE_HOME", "DAGSTER_HOME")}
     home = env.use_home(root / "home")
     write_two_shards(root / "corpus")
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
 
     summary = run_graph(str(root / "corpus"), select="+key:token_shards", overrides=json.dumps(OVERRIDES))
     assert summary.ok, [r["error"] for r in summary.runs if not r["ok"]]
@@ -67,7 +67,8 @@ def test_a_validation_split_too_small_for_one_batch_is_refused_before_training(d
     much text is missing and which setting would do."""
     from stages.config import preset
     from stages.store.outputs import DataStore
-    from stages.training.pretrain import PretrainError, prepare
+    from stages.training.pretrain import prepare
+    from stages.training.runs import PretrainError
 
     home, _ = data_home
     store = DataStore(home)
@@ -187,7 +188,7 @@ def test_impossible_plan_is_refused_with_the_fix(data_home):
 CANCEL_SCRIPT = textwrap.dedent("""
     import sys
     from assets.definitions import build_resources
-    from assets.instance.runner import materialize_one
+    from orchestration.runner import materialize_one
     home, corpus, overrides = sys.argv[1:4]
     resources = build_resources(home=home, corpus=corpus, preset="tiny", overrides=overrides)
     print(materialize_one(["base_model"], [], resources).error)

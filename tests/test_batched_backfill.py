@@ -13,7 +13,8 @@ import dagster as dg
 import pytest
 
 from tests.factory import SMALL_RUN, add_shard
-from tests.test_operate import LAUNCH, _instance, _outputs, _run_cli, graphql, ui, wait_for
+from tests.fault_runs import instance_of
+from tests.test_operate import LAUNCH, graphql, home_outputs, run_cli, ui, wait_for
 from yunque import env
 
 N, PER_RUN = 40, 8
@@ -53,7 +54,7 @@ def test_forty_shards_in_batches_of_eight_through_the_ui(corpus, tmp_path, monke
     home = tmp_path / "home"
     home_settings.write(home, home_settings.HomeSettings(corpus=str(corpus), overrides=json.loads(SMALL_RUN)))
     with ui(home, YUNQUE_SHARDS_PER_RUN=str(PER_RUN)) as url:
-        instance = _instance(home)
+        instance = instance_of(home)
         wait_for("the shard sensor to register the shards",
                  lambda: len(instance.get_dynamic_partitions("shards")) == N, 180)
         out = graphql(url, LAUNCH, {"p": {"assetSelection": [{"path": [k]} for k in DATA_HALF],
@@ -77,7 +78,7 @@ def test_forty_shards_in_batches_of_eight_through_the_ui(corpus, tmp_path, monke
         assert done == {f"s{i:02d}" for i in range(N)}, asset
 
     # one shard per run (in this process, each shard its own Dagster run) gives the same outputs
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
 
     single = tmp_path / "single"
     monkeypatch.setenv("YUNQUE_HOME", str(single))
@@ -86,7 +87,7 @@ def test_forty_shards_in_batches_of_eight_through_the_ui(corpus, tmp_path, monke
     summary = run_graph(str(corpus), select="*token_shards", overrides=SMALL_RUN, shards_per_run=1)
     assert summary.ok, [r.error for r in summary.runs if not r.ok]
     assert sum(1 for r in summary.runs if r.shards) == 3 * N
-    assert _outputs(single) == _outputs(home)
+    assert home_outputs(single) == home_outputs(home)
 
 
 def test_data_half_run_leaves_no_run_outside_its_backfill(corpus, tmp_path):
@@ -96,9 +97,9 @@ def test_data_half_run_leaves_no_run_outside_its_backfill(corpus, tmp_path):
         (small / name).mkdir(parents=True)
         for f in (corpus / name).iterdir():
             (small / name / f.name).write_bytes(f.read_bytes())
-    done = _run_cli(home, small, "*deduped_documents")
+    done = run_cli(home, small, "*deduped_documents")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    instance = _instance(home)
+    instance = instance_of(home)
     runs = instance.get_runs()
     assert {r.tags.get("dagster/backfill") for r in runs} == {runs[0].tags["dagster/backfill"]}, \
         [(r.job_name, r.asset_selection, r.status) for r in runs]
@@ -116,13 +117,13 @@ def test_a_failed_shard_fails_alone_under_the_daemon(corpus, tmp_path):
         (small / name).mkdir(parents=True, exist_ok=True)
         for f in (corpus / name).iterdir():
             (small / name / f.name).write_bytes(f.read_bytes())
-    first = _run_cli(home, small, "key:raw_documents")
+    first = run_cli(home, small, "key:raw_documents")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     (home / "data" / "raw_documents" / "s01" / "part-0.parquet").write_bytes(b"not a parquet file")
-    second = _run_cli(home, small, "key:clean_documents")
+    second = run_cli(home, small, "key:clean_documents")
     assert second.returncode == 1
     assert "1 of 3 shards failed (s01:" in second.stdout + second.stderr
-    instance = _instance(home)
+    instance = instance_of(home)
     backfill = instance.get_backfills()[0]  # the newest
     data = backfill.asset_backfill_data
     clean = dg.AssetKey("clean_documents")

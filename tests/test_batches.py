@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from assets.batch import batches
-from assets.instance.client import RANGE_END_TAG, RANGE_START_TAG
+from orchestration.client import RANGE_END_TAG, RANGE_START_TAG
 from tests.factory import add_shard
 from yunque import env
 
@@ -115,7 +115,7 @@ def test_deduped_documents_reports_its_checks_per_shard(home, tmp_path):
         assert c.target_materialization_data.storage_id == latest.storage_id
 
     # what those four runs cost beyond their steps, from their own events
-    from assets.run_costs import run_costs
+    from orchestration.costs import run_costs
 
     costs = run_costs(instance)
     assert costs["runs"] == 4

@@ -77,7 +77,7 @@ def test_bench_minhash_shingle_sets_are_each_documents_distinct_shingles():
     import numpy as np
 
     from bench.bench_minhash import shingle_sets
-    from pipelines.data.minhash import normalize_for_dedup, shingle_hashes
+    from pipelines.data.dedup.minhash import normalize_for_dedup, shingle_hashes
 
     texts = ["uno dos tres cuatro cinco seis uno dos tres cuatro cinco", "", "corto", "Hola, mundo: ¡hola!"]
     h, off = shingle_sets(texts, 5)

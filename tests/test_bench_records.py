@@ -20,7 +20,7 @@ from bench.bench_records import (
 )
 from pipelines.config import ReaderConfig
 from pipelines.data.corpus import open_corpus
-from pipelines.data.readers import read_shard
+from pipelines.data.readers.shard import read_shard
 
 
 def test_the_corpus_is_the_tickets_scaled_and_reads_alike_in_every_format(tmp_path: Path):

@@ -22,15 +22,15 @@ from stages.data.filter_profile import (
     save_proposal,
 )
 from stages.store.outputs import DataStore
-from tests.test_filters import _CASES, PARAGRAPHS, SPANISH
-from tests.test_filters_datatrove import _mixed_documents
+from tests.test_filters import FILTER_CASES, PARAGRAPHS, SPANISH
+from tests.test_filters_datatrove import mixed_documents
 from yunque.cli.calibrate import table
 
 
 @pytest.mark.parametrize("profile", ["web", "docs"])
 def test_evaluate_returns_what_apply_returns(profile: str) -> None:
     qf = QualityFilters(filter_profile(profile))
-    texts = [SPANISH, *(c[1] for c in _CASES), *_mixed_documents(seed=3, count=200)]
+    texts = [SPANISH, *(c[1] for c in FILTER_CASES), *mixed_documents(seed=3, count=200)]
     for text in texts:
         out, metrics = qf.evaluate(text)
         assert out == qf.apply(text), text[:200]

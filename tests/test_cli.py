@@ -105,7 +105,7 @@ def test_config_show_and_schema(tmp_path):
 def test_backfill_titles_are_what_dagster_accepts():
     from dagster._core.definitions.utils import is_valid_title_and_reason
 
-    from assets.instance.client import backfill_title
+    from orchestration.client import backfill_title
 
     for text in ("yunque run: everything", "yunque run: key:*_model", "yunque run: " + " or ".join(["key:sft_model"] * 9)):
         title = backfill_title(text)
@@ -117,29 +117,48 @@ def test_each_assets_line_is_chosen_by_its_name():
     """The summary of a materialization follows the asset's name, not a guess from its
     metadata keys (a post-training stage reports a vocabulary too); figures it lacks
     leave a plain word, never a crash at the end of a run."""
-    from yunque.cli.main import _describe
+    from yunque.cli.main import describe_asset
 
     post = {"step": 2, "eval_loss": 3.14159, "vocab_size": 512, "tokens_per_word": 1.7, "run_key": "k"}
-    assert _describe("sft_model", post) == "step 2, loss 3.14"
-    assert _describe("tokenizer", post) == "vocab 512, 1.7 tokens/word"
-    assert _describe("base_model", {"step": 4, "loss": 5.5}) == "step 4, loss 5.500, no validation tokens"
-    assert _describe("promoted_model", {"version": "3"}) == "materialized"
-    assert _describe("filtered_documents", {"documents_in": 8, "documents_out": 6}) == "8->6"
+    assert describe_asset("sft_model", post) == "step 2, loss 3.14"
+    assert describe_asset("tokenizer", post) == "vocab 512, 1.7 tokens/word"
+    assert describe_asset("base_model", {"step": 4, "loss": 5.5}) == "step 4, loss 5.500, no validation tokens"
+    assert describe_asset("promoted_model", {"version": "3"}) == "materialized"
+    assert describe_asset("filtered_documents", {"documents_in": 8, "documents_out": 6}) == "8->6"
     decon = {"passed": False, "contaminated_documents": 3, "training_documents_scanned": 2267,
              "sets_checked": ["domain_qa", "es_add2"]}
-    assert _describe("eval_contamination", decon) == \
+    assert describe_asset("eval_contamination", decon) == \
         "FAILED: 3 contaminated training documents of 2,267, sets domain_qa, es_add2"
+
+
+def test_every_preset_flag_lists_the_presets_stages_config_builds():
+    """`--preset` is declared once (add_preset_argument): each subcommand that takes it
+    lists the names of stages.preset_names, which are the keys of stages.config.PRESETS."""
+    import argparse
+
+    from stages.config import PRESETS
+    from yunque.cli.main import parser
+
+    commands = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    nested = next(a for a in commands["config"]._actions if isinstance(a, argparse._SubParsersAction)).choices
+    listed = {}
+    for name, sp in [*commands.items(), *((f"config {n}", s) for n, s in nested.items())]:
+        for a in sp._actions:
+            if "--preset" in a.option_strings:
+                listed[name] = a.metavar or "{" + ",".join(a.choices) + "}"
+    assert set(listed) == {"run", "eval", "calibrate", "config show"}
+    assert set(listed.values()) == {"{" + ",".join(sorted(PRESETS)) + "}"}
 
 
 def test_a_run_whose_assets_were_shown_as_they_landed_names_them_beside_its_failed_checks():
     """The line at a run's end leaves out what was printed while it ran; when that is
     everything but a check failed, it names the assets instead of a bare '-'."""
-    from assets.instance.follower import RunReport
-    from yunque.cli.main import _line
+    from orchestration.follower import RunReport
+    from yunque.cli.main import run_line
 
     check = ("tokenizer", "tokens_per_word", False, False)
     report = RunReport("r", [], True, "SUCCESS", assets={"tokenizer": {"vocab_size": 512}}, checks=[check],
                        shown={"tokenizer"})
-    assert _line(report) == "[corpus] tokenizer (above)  ok (checks failed: tokenizer:tokens_per_word)"
+    assert run_line(report) == "[corpus] tokenizer (above)  ok (checks failed: tokenizer:tokens_per_word)"
     report.checks = []
-    assert _line(report) == ""  # nothing more to say
+    assert run_line(report) == ""  # nothing more to say

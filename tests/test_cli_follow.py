@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from yunque.cli.follow import _eta, training_status
+from yunque.cli.follow import eta_text, training_status
 
 
 def test_training_status_reads_the_last_step_and_its_eta(tmp_path):
@@ -22,6 +22,6 @@ def test_training_status_reads_the_last_step_and_its_eta(tmp_path):
 
 
 def test_eta_reads_as_minutes_or_hours():
-    assert _eta(None) == "ETA after the first steps"
-    assert _eta(75.5) == "ETA 1m15s"
-    assert _eta(2 * 3600 + 5 * 60) == "ETA 2h05m"
+    assert eta_text(None) == "ETA after the first steps"
+    assert eta_text(75.5) == "ETA 1m15s"
+    assert eta_text(2 * 3600 + 5 * 60) == "ETA 2h05m"

@@ -18,9 +18,10 @@ import pytest
 from model.checkpoint.files import all_checkpoints, latest
 from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter
 from stages.config import preset
-from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
+from stages.names import BASE_MODEL, TOKEN_SHARDS, TOKENIZER
 from stages.store.outputs import DataStore, StageStats
-from stages.training.pretrain import BASE_MODEL, RunSpec, prepare
+from stages.training.pretrain import prepare
+from stages.training.runs import RunSpec
 
 VOCAB = 64
 SMALL = {"model.dim": 32, "model.n_layers": 2, "model.n_heads": 2, "model.ffn_dim": 64, "model.context": 32,
@@ -138,9 +139,9 @@ def test_a_new_shard_continues_the_finished_run(finished, home):
     assert [r["step"] for r in records(spec.dir, "resume")] == [28]
     assert losses(spec.dir)[30] == after[30] and losses(spec.dir)[29] == after[29]
 
-    from assets.training import _continuation
+    from assets.training.pretrain import continuation
 
-    md = _continuation(spec, latest(spec.dir).state())
+    md = continuation(spec, latest(spec.dir).state())
     assert md["step_range"] == "24..30" and md["continued_from"].value["run_key"] == first.key
     rows = [r.data for r in md["mixture"].records]
     assert [(r["source"], r["shards"], r["weight"], r["tokens_drawn"]) for r in rows] == [
@@ -238,7 +239,7 @@ def test_a_shard_that_lands_reaches_the_model_through_the_graph(tmp_path):
     try:
         home = env.use_home(tmp_path / "home")
         write_two_shards(tmp_path / "corpus")
-        from assets.instance.runner import run_graph
+        from orchestration.runner import run_graph
 
         # continue_steps left at 0: half of the 4 steps
         overrides = json.dumps({"tokenizer.vocab_size": 512, "tokenizer.val_fraction": 0.3, **SMALL_TRAIN})

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from pipelines.config import ReaderConfig
 from pipelines.data.corpus import list_shards, open_corpus
-from pipelines.data.readers import read_shard
+from pipelines.data.readers.shard import read_shard
 
 PREFIX = "corpus/v1"
 

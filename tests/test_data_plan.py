@@ -23,7 +23,7 @@ SHARDS = ("uno", "dos", "tres")
 
 @pytest.fixture()
 def built(tmp_path, monkeypatch):
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
 
     monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))

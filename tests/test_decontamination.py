@@ -156,7 +156,7 @@ def planted_home(tmp_path_factory):
             planted = f"\n\n{items[i]}\n\n" if i < 8 else "\n\n"
             (corpus / "plantado" / f"doc{i}.txt").write_text(spanish_text(rng) + planted + spanish_text(rng, 2),
                                                              encoding="utf-8")
-        from assets.instance.runner import run_graph
+        from orchestration.runner import run_graph
 
         summary = run_graph(str(corpus), select="+key:token_shards", overrides=json.dumps(OVERRIDES))
         assert summary.ok, [r["error"] for r in summary.runs if not r["ok"]]
@@ -188,7 +188,8 @@ def test_the_check_blocks_base_model_and_the_purified_split_passes(planted_home)
     from stages.config import preset
     from stages.data.decontamination import ASSET, PURIFIED
     from stages.store.outputs import DataStore
-    from stages.training.pretrain import PretrainError, prepare
+    from stages.training.pretrain import prepare
+    from stages.training.runs import PretrainError
 
     home, corpus, evals, items = planted_home
     expected = _train_split_planted(home, items)

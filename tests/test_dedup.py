@@ -9,14 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.config import DedupConfig
-from pipelines.data.dedup import (
+from pipelines.data.dedup.clusters import (
     drop_lines,
     estimated_jaccard_pairs,
     lsh_clusters,
     paragraph_drops,
     paragraph_hashes,
 )
-from pipelines.data.minhash import EMPTY, compute_signatures
+from pipelines.data.dedup.minhash import EMPTY, compute_signatures
 from stages.store.outputs import DataStore
 from tests.factory import recommit
 

@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.data.dedup import paragraph_drops, paragraph_hashes
-from pipelines.data.minhash import compute_signatures
+from pipelines.data.dedup.clusters import paragraph_drops, paragraph_hashes
+from pipelines.data.dedup.minhash import compute_signatures
 from tests.test_dedup import CFG, corpus
 
 
@@ -46,7 +46,7 @@ def test_columnar_paragraph_dedup_equals_sequential_definition(seed: int) -> Non
 def test_batch_paragraphs_equal_paragraph_hashes() -> None:
     import pyarrow as pa
 
-    from pipelines.data.dedup import batch_paragraphs
+    from pipelines.data.dedup.clusters import batch_paragraphs
 
     _, texts = corpus()
     texts = [t.replace(" ", "\n", 3) for t in texts[:20]] + ["", "a\n\n  B  ", "Línea\u00a0con ESPACIO  raro " * 3]
@@ -59,8 +59,8 @@ def write_signature_shard(path, ids: list[str], texts: list[str]) -> None:
     """A minhash_signatures file as minhash_stage writes it (without the store)."""
     import pyarrow as pa
 
-    from pipelines.data.dedup import batch_paragraphs
-    from pipelines.data.lsh_index import band_column, band_keys
+    from pipelines.data.dedup.clusters import batch_paragraphs
+    from pipelines.data.dedup.lsh_index import band_column, band_keys
 
     sigs = compute_signatures(texts, CFG)
     keys = band_keys(sigs, CFG)
@@ -74,7 +74,7 @@ def write_signature_shard(path, ids: list[str], texts: list[str]) -> None:
 def sharded_corpus(tmp_path):
     """Three shards; the planted near-duplicates and a shared paragraph span them, and the
     last shard holds the smallest doc_ids, so adding it changes old shards' decisions."""
-    from pipelines.data.dedup_index import ShardInput
+    from pipelines.data.dedup.index import ShardInput
 
     ids, texts = corpus()
     para = "Este párrafo compartido aparece en varias páginas del manual de usuario."
@@ -96,7 +96,7 @@ def decisions(index_dir) -> tuple[list, list]:
 
 
 def test_incremental_index_equals_full_rebuild(tmp_path) -> None:
-    from pipelines.data.dedup_index import build_index
+    from pipelines.data.dedup.index import build_index
 
     shards = sharded_corpus(tmp_path)
     full, first, inc = (tmp_path / d for d in ("full", "first", "inc"))
@@ -132,8 +132,8 @@ def test_bands_in_key_ranges_equal_one_sort(tmp_path, budget: int) -> None:
     incremental; and a key-range read of the persisted band returns exactly that range."""
     from dataclasses import replace
 
-    from pipelines.data.dedup_index import build_index
-    from pipelines.data.lsh_index import band_job, key_range, load_band, partition_bits
+    from pipelines.data.dedup.index import build_index
+    from pipelines.data.dedup.lsh_index import band_job, key_range, load_band, partition_bits
 
     shards = sharded_corpus(tmp_path)
     small = replace(CFG, band_partition_rows=budget)
@@ -167,7 +167,7 @@ def test_bands_in_key_ranges_equal_one_sort(tmp_path, budget: int) -> None:
 def test_a_shard_reads_only_its_rows(tmp_path) -> None:
     import pyarrow as pa
 
-    from pipelines.data.dedup_index import read_shard_rows, write_sorted
+    from pipelines.data.dedup.index import read_shard_rows, write_sorted
 
     table = pa.table({"doc_id": [f"d{i:03d}" for i in range(90)], "shard": [f"s{i % 3}" for i in range(90)]})
     path = tmp_path / "t.parquet"
@@ -187,9 +187,9 @@ def test_stages_extend_the_index_and_keep_unchanged_shards_cached(tmp_path) -> N
     same decisions as a rebuild, and leaves a shard whose decisions did not change cached."""
     import pyarrow as pa
 
+    from pipelines.data.documents import FILTERED_SCHEMA
     from stages.config import preset
     from stages.data import dedup
-    from stages.data.ingest import FILTERED_SCHEMA
     from stages.data.quality import quality_stage
     from stages.store.outputs import DataStore, StageStats
 
@@ -232,7 +232,7 @@ def test_stages_extend_the_index_and_keep_unchanged_shards_cached(tmp_path) -> N
 def test_only_documents_sharing_a_paragraph_enter_the_fixpoint(tmp_path) -> None:
     import pyarrow as pa
 
-    from pipelines.data.dedup_index import SignatureFiles, sharing_documents
+    from pipelines.data.dedup.index import SignatureFiles, sharing_documents
 
     def spread(h: int) -> int:  # uniform 64-bit values, as real hashes are: the passes split them
         return h and (h * 0x9E3779B97F4A7C15) % (1 << 64)
@@ -257,7 +257,7 @@ def test_bands_in_worker_processes_equal_one_process(tmp_path) -> None:
     """`dedup.workers` > 1 builds bands in spawned processes: same files, same decisions."""
     from dataclasses import replace
 
-    from pipelines.data.dedup_index import build_index
+    from pipelines.data.dedup.index import build_index
 
     shards = sharded_corpus(tmp_path)
     one, two = tmp_path / "one", tmp_path / "two"

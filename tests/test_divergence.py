@@ -11,7 +11,7 @@ import pytest
 
 from model.checkpoint import state as ckpt
 from model.pretrain.divergence import Detector
-from tests.test_train import _events, _losses, _shards, _train_in_process
+from tests.test_train import events_of, losses_of, make_shards, train_in_process
 
 
 def test_a_non_finite_loss_or_gradient_norm_is_bad_at_once():
@@ -55,28 +55,28 @@ def corrupted(monkeypatch):
 
 
 def test_a_spike_rolls_back_skips_the_batches_and_finishes(tmp_path, corrupted):
-    shards = _shards(tmp_path / "data")
-    out = _train_in_process(tmp_path, "rb", shards, **SPIKE)
-    bad = _events(out, "bad_step")
+    shards = make_shards(tmp_path / "data")
+    out = train_in_process(tmp_path, "rb", shards, **SPIKE)
+    bad = events_of(out, "bad_step")
     assert [(b["step"], b["action"]) for b in bad] == [(14, "rollback")]  # step 13 alone is under patience
-    (rb,) = _events(out, "rollback")
+    (rb,) = events_of(out, "rollback")
     assert (rb["step"], rb["to_step"], rb["skipped_steps"], rb["skipped_batches"]) == (14, 10, 4, 4)
     assert rb["lr_scale"] == 0.5 and "loss spike" in rb["problem"]
-    losses = _losses(out)
+    losses = losses_of(out)
     assert sorted(losses) == list(range(1, 31)) and all(math.isfinite(v) for v in losses.values())
     assert max(losses[s] for s in range(11, 31)) < 3 * min(losses[s] for s in range(5, 11))  # no spike left
     # the run went on with the batches after the corrupted ones: 30 steps, 34 batches drawn
     last = ckpt.latest(out).state()
     assert last["divergence"]["batches"] == 34 and len(last["divergence"]["rollbacks"]) == 1
-    steps = _events(out, "step")
+    steps = events_of(out, "step")
     assert steps[-1]["rollbacks"] == 1 and steps[-1]["bad_steps"] == 1  # step 13 alone was no verdict
     first, again = (s for s in steps if s["step"] == 11)  # step 11 before the rollback, and after it
     assert again["lr"] == pytest.approx(0.5 * first["lr"])
 
 
 def test_a_crash_right_after_a_rollback_resumes_identically(tmp_path, corrupted, monkeypatch):
-    shards = _shards(tmp_path / "data")
-    straight = _train_in_process(tmp_path, "straight", shards, **SPIKE)
+    shards = make_shards(tmp_path / "data")
+    straight = train_in_process(tmp_path, "straight", shards, **SPIKE)
 
     import model.pretrain.train
 
@@ -92,21 +92,21 @@ def test_a_crash_right_after_a_rollback_resumes_identically(tmp_path, corrupted,
 
     monkeypatch.setattr(model.pretrain.train.ckpt, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
-        _train_in_process(tmp_path, "crashed", shards, **SPIKE)
+        train_in_process(tmp_path, "crashed", shards, **SPIKE)
     monkeypatch.setattr(model.pretrain.train.ckpt, "save", real_save)
     assert [c.step for c in ckpt.all_checkpoints(tmp_path / "crashed")] == [5, 10]  # the branch's 15 is gone
-    crashed = _train_in_process(tmp_path, "crashed", shards, **SPIKE)
-    assert [e["step"] for e in _events(crashed, "resume")] == [10]
-    assert _losses(crashed) == _losses(straight)  # bit for bit, the rollback's skip and learning rate kept
-    assert len(_events(crashed, "rollback")) == 1  # the corrupted batches are not met again
+    crashed = train_in_process(tmp_path, "crashed", shards, **SPIKE)
+    assert [e["step"] for e in events_of(crashed, "resume")] == [10]
+    assert losses_of(crashed) == losses_of(straight)  # bit for bit, the rollback's skip and learning rate kept
+    assert len(events_of(crashed, "rollback")) == 1  # the corrupted batches are not met again
 
 
 def test_warn_trains_on_and_stop_stops(tmp_path, corrupted):
     from model.pretrain.train import TrainingStopped
 
-    shards = _shards(tmp_path / "data")
-    out = _train_in_process(tmp_path, "warn", shards, **(SPIKE | {"on_nonfinite": "warn"}))
-    assert [b["action"] for b in _events(out, "bad_step")] == ["warn"] and not _events(out, "rollback")
-    assert sorted(_losses(out)) == list(range(1, 31))
+    shards = make_shards(tmp_path / "data")
+    out = train_in_process(tmp_path, "warn", shards, **(SPIKE | {"on_nonfinite": "warn"}))
+    assert [b["action"] for b in events_of(out, "bad_step")] == ["warn"] and not events_of(out, "rollback")
+    assert sorted(losses_of(out)) == list(range(1, 31))
     with pytest.raises(TrainingStopped, match="step 14: loss spike"):
-        _train_in_process(tmp_path, "stop", shards, **(SPIKE | {"on_nonfinite": "stop"}))
+        train_in_process(tmp_path, "stop", shards, **(SPIKE | {"on_nonfinite": "stop"}))

@@ -20,7 +20,7 @@ from pipelines.data.documents import Document, Rejection
 from pipelines.data.extract import normalize_text
 from pipelines.data.filters import QualityFilters
 from pipelines.data.langid import detect
-from pipelines.data.readers import READ_REASONS, read_shard
+from pipelines.data.readers.shard import READ_REASONS, read_shard
 from pipelines.tasks.domain_qa import build_pairs, conversation
 
 DOMAIN = Path(__file__).parent / "data" / "domain" / "corpus"
@@ -339,7 +339,7 @@ def test_a_ticket_corpus_in_jsonl_and_csv_reaches_token_shards_and_its_qa_pairs(
     import json
     import shutil
 
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
     from stages.data.domain_qa import train_pairs
     from stages.store.outputs import DataStore
     from tests.factory import SMALL_RUN

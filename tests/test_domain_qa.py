@@ -132,7 +132,8 @@ def _section_doc(i: int) -> str:
 
 
 def test_no_validation_document_reaches_the_training_pairs(tmp_path):
-    from stages.data.domain_qa import heldout_pairs, train_pairs, write_jsonl
+    from stages.data.domain_qa import heldout_pairs, train_pairs
+    from stages.store.outputs import write_jsonl
 
     split = {i: "val" if i % 3 == 0 else "train" for i in range(12)}
     shared = _doc("Aviso común", "Licencia del programa", BODY)  # boilerplate in both splits
@@ -213,7 +214,7 @@ def test_the_sft_mixture_takes_train_pairs_and_chat_turns_and_the_program_report
     math set and reports conversations and tokens per source."""
     from model.post.config import SFTConfig
     from model.post.sft import SFT
-    from stages.data.domain_qa import write_jsonl
+    from stages.store.outputs import write_jsonl
     from stages.training.post_train import sft_sources
 
     split = {i: "val" if i % 3 == 0 else "train" for i in range(12)}
@@ -254,7 +255,7 @@ def test_the_sft_sources_and_the_scored_pairs_are_in_the_corpus_language(tmp_pat
     to train on says which files to add before anything is launched."""
     from model.post.config import SFTConfig
     from stages.data.decontamination import eval_pairs
-    from stages.training.post_train import _nothing_to_train, sft_sources
+    from stages.training.post_train import nothing_to_train, sft_sources
 
     docs = [(f"f{i}", "val" if i % 3 == 0 else "train",
              _doc(f"Manuel {i}", f"Configurer le service numéro {i}", f"{FR_BODY} Variante {i}.")) for i in range(9)]
@@ -269,14 +270,14 @@ def test_the_sft_sources_and_the_scored_pairs_are_in_the_corpus_language(tmp_pat
     assert eval_pairs(store, "de") == [] and eval_pairs(store, "fr")
     assert all("?" in p["messages"][0]["content"] or p["messages"][0]["content"].endswith(".")
                for p in eval_pairs(store, "fr"))
-    assert _nothing_to_train("sft", "fr", "", {}, None) is None  # the built-in math set
-    why = _nothing_to_train("sft", "de", "", {}, None)
+    assert nothing_to_train("sft", "fr", "", {}, None) is None  # the built-in math set
+    why = nothing_to_train("sft", "de", "", {}, None)
     assert "post.sft has nothing to train on: language de has no chat.toml, math.toml, qa.toml" in why
-    assert _nothing_to_train("sft", "de", "/mine.jsonl", {}, None) is None
-    assert "add pipelines/languages/de/math.toml" in _nothing_to_train("dpo", "de", "", {}, None)
-    assert _nothing_to_train("dpo", "de", "/mine.jsonl", {}, None) is None
-    assert "add pipelines/languages/de/math.toml" in _nothing_to_train("grpo", "de", "/gsm8k.jsonl", {}, None)
-    assert _nothing_to_train("sft", "de", "", {"x": [{}]}, None) is None  # the corpus' pairs or chat turns
+    assert nothing_to_train("sft", "de", "/mine.jsonl", {}, None) is None
+    assert "add pipelines/languages/de/math.toml" in nothing_to_train("dpo", "de", "", {}, None)
+    assert nothing_to_train("dpo", "de", "/mine.jsonl", {}, None) is None
+    assert "add pipelines/languages/de/math.toml" in nothing_to_train("grpo", "de", "/gsm8k.jsonl", {}, None)
+    assert nothing_to_train("sft", "de", "", {"x": [{}]}, None) is None  # the corpus' pairs or chat turns
 
 
 def test_evaluation_asks_math_in_the_corpus_language(tmp_path):

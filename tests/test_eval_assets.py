@@ -51,7 +51,7 @@ def test_report_and_export_materialize(home):
     assert row["step"] == 10 and row["math_problems"] == 24 and len(row["samples"]) == 5
     assert row["math"]["es_add2"]["problems"] == 24
     # the metadata is the report's table: every number of the row, as report.json has it
-    from assets.evaluation import NUMERIC
+    from assets.evaluation.report import NUMERIC
     from stages.evaluation.promotion import FIGURES
 
     table = next(r for r in report["table"] if r["stage"] == "base_model")
@@ -113,9 +113,9 @@ def test_the_harness_results_are_in_the_report_and_in_mlflow(home, tmp_path):
     """eval.harness with a task of the user's own directory: eval_report runs the harness on
     the checkpoint's export, offline, and its accuracy is a column of the report's table, a
     metadata figure and an MLflow metric."""
-    from tests.test_harness import _user_task
+    from tests.test_harness import user_task
 
-    tasks = _user_task(tmp_path)
+    tasks = user_task(tmp_path)
     result = _materialize(home, ("eval_report",), {"eval.harness": ["sumas_es"], "eval.harness_include": [str(tasks)]})
     assert result.success
     report = json.loads((home / "data" / "eval_report" / "report.json").read_text())

@@ -118,7 +118,7 @@ def test_two_commands_at_once_on_a_new_home_both_finish(tmp_path):
 
 def _serving_daemon(tmp_path: Path, monkeypatch, backfills_only: bool = True):
     """(instance, its DAGSTER_HOME, the process) of a daemon of ours on a new home, serving."""
-    from assets.instance import daemon
+    from orchestration import daemon
     from yunque import env
 
     # set first, so that teardown restores what they were before use_home changed them
@@ -139,7 +139,7 @@ def _serving_daemon(tmp_path: Path, monkeypatch, backfills_only: bool = True):
 def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
     """A daemon of ours that died leaves a fresh heartbeat; `serving` sees its process is
     gone, forgets the heartbeat and says no at once, instead of for 90 s."""
-    from assets.instance import daemon
+    from orchestration import daemon
 
     instance, dagster_home, proc = _serving_daemon(tmp_path, monkeypatch)
     try:
@@ -160,7 +160,7 @@ def test_a_dead_daemons_heartbeat_does_not_count(tmp_path, monkeypatch):
 def test_a_live_daemon_of_ours_still_counts(tmp_path, monkeypatch):
     """The other side: a daemon of ours that runs is serving, with its record; stopped
     cleanly, it no longer is, and nothing of it is left running."""
-    from assets.instance import daemon
+    from orchestration import daemon
 
     instance, dagster_home, proc = _serving_daemon(tmp_path, monkeypatch)
     try:
@@ -178,7 +178,7 @@ def test_a_run_that_ended_without_a_step_failure_says_why(tmp_path):
     line in `yunque run`'s summary gives the first line of the run's own end event."""
     import dagster as dg
 
-    from assets.instance import follower
+    from orchestration import follower
 
     @dg.asset
     def one() -> int:
@@ -217,7 +217,7 @@ def test_runs_in_flight_are_the_ones_another_backfill_started(tmp_path):
     import dagster as dg
     from dagster._core.storage.dagster_run import DagsterRun
 
-    from assets.instance import client
+    from orchestration import client
 
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         for run_id, status, backfill in (("a" * 36, dg.DagsterRunStatus.STARTED, "mine"),
@@ -249,7 +249,7 @@ def test_a_ui_whose_timing_the_serving_daemon_does_not_have_says_so(tmp_path, mo
     finally:
         os.killpg(ui.pid, signal.SIGINT)
         ui.wait(timeout=60)
-        from assets.instance import daemon
+        from orchestration import daemon
 
         daemon.stop(proc, instance)
     assert line.startswith(f"yunque ui: the daemon serving this home (pid {proc.pid}) ticks with shard sensor every "
@@ -381,7 +381,7 @@ def test_a_failure_raised_from_a_raw_error_is_what_the_line_says(tmp_path):
     import dagster as dg
     from dagster._core.events import DagsterEventType
 
-    from assets.instance import follower
+    from orchestration import follower
 
     calls = {"n": 0}
 
@@ -409,7 +409,7 @@ def test_a_ctrl_c_while_a_child_is_spawned_waits_for_its_handle():
     `interrupts_held`: a Ctrl-C landing inside Popen is raised once the handle is kept, so
     the `finally` that stops the children sees this one too (CI once left a webserver
     running after a Ctrl-C that came while it was being spawned)."""
-    from assets.instance.daemon import interrupts_held
+    from orchestration.daemon import interrupts_held
 
     # as in a terminal (a suite started in the background inherits SIGINT ignored)
     before = signal.signal(signal.SIGINT, signal.default_int_handler)

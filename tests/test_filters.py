@@ -148,7 +148,7 @@ def word_salad(text: str, seed: int = 5) -> str:
 _ONLY_INTEGRITY = {"gopher_repetition.enabled": False, "gopher_quality.enabled": False,
                    "c4.enabled": False, "fineweb.enabled": False, "integrity.enabled": True}
 
-_CASES: list[tuple[str, str, dict]] = [
+FILTER_CASES: list[tuple[str, str, dict]] = [
     ("gopher_repetition:empty", "", {}),
     ("gopher_repetition:dup_para_frac",
      "\n\n".join([PARAGRAPHS[0], PARAGRAPHS[1], PARAGRAPHS[0], PARAGRAPHS[0]]), {}),
@@ -243,7 +243,7 @@ def test_realistic_spanish_document_passes(qf: QualityFilters) -> None:
     assert len(lines) == 5
 
 
-@pytest.mark.parametrize("reason,text,overrides", _CASES, ids=[c[0] for c in _CASES])
+@pytest.mark.parametrize("reason,text,overrides", FILTER_CASES, ids=[c[0] for c in FILTER_CASES])
 def test_each_rule_triggers(reason: str, text: str, overrides: dict, qf: QualityFilters) -> None:
     filters = QualityFilters(make_cfg(overrides)) if overrides else qf
     out = filters.apply(text)
@@ -252,7 +252,7 @@ def test_each_rule_triggers(reason: str, text: str, overrides: dict, qf: Quality
 
 
 def test_cases_cover_every_reason() -> None:
-    assert {c[0] for c in _CASES} == set(REASONS)
+    assert {c[0] for c in FILTER_CASES} == set(REASONS)
     assert len(set(REASONS)) == len(REASONS)
     assert all(r.split(":")[0] in {"gopher_repetition", "gopher_quality", "c4", "fineweb", "integrity"}
                for r in REASONS)  # fmt: skip
@@ -277,7 +277,7 @@ def test_looser_threshold_lets_a_document_through() -> None:
     # 45 words pass min_doc_words=40 and go on to C4, which finds only two sentences.
     out = QualityFilters(make_cfg({"gopher_quality.min_doc_words": 40})).apply(SHORT)
     assert out.reason == "c4:too_few_sentences"
-    dup = dict(_CASES_BY_REASON)["fineweb:char_dup_ratio"]
+    dup = dict(CASES_BY_REASON)["fineweb:char_dup_ratio"]
     assert QualityFilters(make_cfg({"fineweb.char_duplicates_ratio": 0.5})).apply(dup).keep
 
 
@@ -288,11 +288,11 @@ def test_zero_is_a_threshold_not_off() -> None:
     assert out.reason == "gopher_repetition:dup_5_gram"
 
 
-_CASES_BY_REASON = [(c[0], c[1]) for c in _CASES]
+CASES_BY_REASON = [(c[0], c[1]) for c in FILTER_CASES]
 
 
 def test_none_disables_a_rule() -> None:
-    text = dict(_CASES_BY_REASON)["gopher_quality:min_stop_words"]
+    text = dict(CASES_BY_REASON)["gopher_quality:min_stop_words"]
     out = QualityFilters(make_cfg({"gopher_quality.min_stop_words": None})).apply(text)
     assert out.reason == "c4:too_few_sentences"  # Gopher let it through to C4
 
@@ -307,7 +307,7 @@ def test_none_disables_a_rule() -> None:
     ],
 )
 def test_disabled_filter_is_skipped(name: str, reason: str) -> None:
-    text = dict(_CASES_BY_REASON)[reason]
+    text = dict(CASES_BY_REASON)[reason]
     assert QualityFilters(web()).apply(text).reason == reason
     out = QualityFilters(make_cfg({f"{name}.enabled": False})).apply(text)
     assert out.reason is None or not out.reason.startswith(name + ":")
@@ -338,7 +338,7 @@ def test_c4_removes_lines(qf: QualityFilters) -> None:
 
 
 def test_apply_many_matches_apply(qf: QualityFilters) -> None:
-    texts = [SPANISH] + [c[1] for c in _CASES[:8]]
+    texts = [SPANISH] + [c[1] for c in FILTER_CASES[:8]]
     assert qf.apply_many(texts) == [qf.apply(t) for t in texts]
 
 

@@ -18,7 +18,7 @@ import pytest
 from pipelines.config import FilterConfig
 from pipelines.data.filters import QualityFilters, tokenize
 from pipelines.languages import get as language_pack
-from tests.test_filters import _CASES, SHORT_LINES, SPANISH, make_cfg, web
+from tests.test_filters import FILTER_CASES, SHORT_LINES, SPANISH, make_cfg, web
 
 
 def test_decisions_match_datatrove() -> None:
@@ -26,7 +26,7 @@ def test_decisions_match_datatrove() -> None:
     pytest.importorskip("datatrove")
     from bench.bench_filters import build_datatrove, run_datatrove_chain
 
-    texts = [SPANISH] + [text for _, text, overrides in _CASES if not overrides and text]
+    texts = [SPANISH] + [text for _, text, overrides in FILTER_CASES if not overrides and text]
     ours = QualityFilters(web()).apply_many(texts)
     theirs, _ = run_datatrove_chain(build_datatrove(web()), texts)
     assert [(o.keep, o.reason, o.text if o.keep else None) for o in ours] == [
@@ -34,11 +34,11 @@ def test_decisions_match_datatrove() -> None:
     ]
 
 
-def _mixed_documents(seed: int, count: int) -> list[str]:
+def mixed_documents(seed: int, count: int) -> list[str]:
     """Documents stitched from the lines above, with the characters the rules look for
     ("[1]", "{", "…", "#", "•" ...) and every kind of line break sprinkled in."""
     rng = random.Random(seed)
-    lines = [ln for text in [SPANISH, *SHORT_LINES, *(c[1] for c in _CASES[:25])]
+    lines = [ln for text in [SPANISH, *SHORT_LINES, *(c[1] for c in FILTER_CASES[:25])]
              for ln in text.split("\n") if ln.strip() and len(ln) < 2000]  # fmt: skip
     pieces = ["[1]", "[edit]", "{", "javascript", "lorem ipsum", "…", "...", "#", "•", "- ",
               "uses cookies", "x" * 1001, "_", "\u00a0", "。"]  # fmt: skip
@@ -66,7 +66,7 @@ def test_mixed_documents_match_datatrove(only: tuple[str, ...] | None) -> None:
 
     names = only or bench.FILTERS
     cfg = make_cfg({f"{n}.enabled": n in names for n in bench.FILTERS})
-    docs = _mixed_documents(seed=len(names), count=300)
+    docs = mixed_documents(seed=len(names), count=300)
     ours = QualityFilters(cfg).apply_many(docs)
     dt = bench.build_datatrove(cfg)
     theirs, _ = bench.run_datatrove_chain({n: dt[n] for n in names}, docs, names)

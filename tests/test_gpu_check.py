@@ -8,15 +8,15 @@ import json
 from pathlib import Path
 
 from bench import gpu_check
-from tests.test_train import _config, _losses, _shards
+from tests.test_train import losses_of, make_shards, write_train_config
 
 
 def test_gpu_check_on_cpu_fsdp_of_one_matches_eager_and_home_run(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     # a home's base-model config as its asset writes it, with paths under a root that moves
     home = tmp_path / "home"
-    shards = _shards(home / "data" / "token_shards")
-    config = _config(tmp_path, "base_model", shards, steps=20, eval_every=10, threads=1)
+    shards = make_shards(home / "data" / "token_shards")
+    config = write_train_config(tmp_path, "base_model", shards, steps=20, eval_every=10, threads=1)
     moved = tmp_path / "moved"
     (home).rename(moved)
     out = tmp_path / "out"
@@ -29,7 +29,7 @@ def test_gpu_check_on_cpu_fsdp_of_one_matches_eager_and_home_run(tmp_path, monke
     assert set(rows) == {"eager", "fsdp"}
     for r in rows.values():
         assert r["rc"] == 0 and r["tokens_per_s"] > 0 and 0 < r["mfu_datasheet"] and r["planned_gib"] > 0
-    eager, fsdp = _losses(out / "eager"), _losses(out / "fsdp")
+    eager, fsdp = losses_of(out / "eager"), losses_of(out / "fsdp")
     assert sorted(fsdp) == list(range(1, 7))
     assert max(abs(eager[s] - fsdp[s]) for s in eager) < 1e-4
     # the FSDP run really ran under fully_shard (the program says which wrapper it used)

@@ -36,7 +36,7 @@ def corpus(tmp_path):
 
 
 def test_whole_data_graph(home, corpus):
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
 
     root, expected = corpus
     summary = run_graph(str(root), overrides=SMALL_RUN)
@@ -123,7 +123,7 @@ def test_whole_data_graph(home, corpus):
     assert report["stages"] == ["base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model"]
     assert report["cached"] is False
     # its numbers are the report's table, stage by stage (report.json beside report.md)
-    from assets.evaluation import NUMERIC
+    from assets.evaluation.report import NUMERIC
     from stages.evaluation.promotion import FIGURES
 
     table = json.loads((home / "data" / "eval_report" / "report.json").read_text())["table"]
@@ -212,7 +212,7 @@ def test_whole_data_graph(home, corpus):
 
 
 def test_select_runs_only_the_selection(home, corpus):
-    from assets.instance.runner import plan, run_graph
+    from orchestration.runner import plan, run_graph
 
     root, _ = corpus
     phases = plan("key:raw_documents")
@@ -228,7 +228,7 @@ def test_select_runs_only_the_selection(home, corpus):
 def test_shard_sensor_registers_new_shards(home, tmp_path):
     from assets.definitions import defs
     from resources import CorpusStorage
-    from tests.test_shard_sensor import _requested
+    from tests.test_shard_sensor import requested_partitions
 
     root = tmp_path / "watched"
     add_shard(root, "uno")
@@ -237,7 +237,7 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
     resources = {"corpus": CorpusStorage(uri=str(root))}
     ctx = dg.build_sensor_context(instance=instance, resources=resources)
     result = sensor(ctx)
-    assert _requested(result) == ["uno"]
+    assert requested_partitions(result) == ["uno"]
     assert result.dynamic_partitions_requests[0].partition_keys == ["uno"]
     instance.add_dynamic_partitions("shards", ["uno"])
 
@@ -249,7 +249,7 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
     add_shard(root, "dos", seed=5)
     ctx = dg.build_sensor_context(instance=instance, resources=resources, cursor=again.cursor or result.cursor)
     third = sensor(ctx)
-    assert _requested(third) == ["dos"]
+    assert requested_partitions(third) == ["dos"]
     assert third.dynamic_partitions_requests[0].partition_keys == ["dos"]
     assert json.loads(third.cursor).keys() == {"uno", "dos"}
     instance.add_dynamic_partitions("shards", ["dos"])
@@ -261,7 +261,7 @@ def test_shard_sensor_registers_new_shards(home, tmp_path):
     shutil.rmtree(root / "dos")
     ctx = dg.build_sensor_context(instance=instance, resources=resources, cursor=third.cursor)
     fourth = sensor(ctx)
-    assert _requested(fourth) == ["uno"]
+    assert requested_partitions(fourth) == ["uno"]
     assert [(type(r).__name__, r.partition_keys) for r in fourth.dynamic_partitions_requests] == [
         ("DeleteDynamicPartitionsRequest", ["dos"])]
 
@@ -308,7 +308,7 @@ def test_graph_on_s3_corpus(home, tmp_path, s3_server, monkeypatch):
     """The same graph with the corpus under an s3:// prefix on a real S3-protocol server."""
     import boto3
 
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
 
     local = tmp_path / "corpus"
     write_two_shards(local)

@@ -59,7 +59,7 @@ def test_the_shipped_task_is_in_the_corpus_language(tmp_path):
         harness.shipped_asked(["yunque_de_qa"], "de")
 
 
-def _user_task(root: Path) -> Path:
+def user_task(root: Path) -> Path:
     """A user's task directory, as for a public benchmark on disk: YAML plus a data file."""
     d = root / "mis_tareas"
     d.mkdir()
@@ -75,7 +75,7 @@ def _user_task(root: Path) -> Path:
 
 
 def test_task_data_files_are_found_for_the_enabled_tasks(tmp_path):
-    d = _user_task(tmp_path)
+    d = user_task(tmp_path)
     assert task_data_files([d], ["sumas_es"]) == {"sumas_es": [d / "sumas.jsonl"]}
     assert task_data_files([d], ["otra"]) == {}
     (d / "sumas.yaml").write_text((d / "sumas.yaml").read_text().replace(str(d / "sumas.jsonl"), "sumas.jsonl"))
@@ -120,12 +120,12 @@ def test_the_harness_scores_the_shipped_task_offline_as_our_model_does(tmp_path)
 def test_an_unknown_task_is_named(tmp_path):
     ckpt = tiny_checkpoint(tmp_path)
     with pytest.raises(harness.HarnessError, match=r"harness tasks \['no_existe'\] are not defined"):
-        harness.on_checkpoint(ckpt, ["no_existe"], [_user_task(tmp_path)])
+        harness.on_checkpoint(ckpt, ["no_existe"], [user_task(tmp_path)])
 
 
 def test_yunque_eval_runs_a_users_task_from_the_command_line(tmp_path):
     ckpt = tiny_checkpoint(tmp_path)
-    d = _user_task(tmp_path)
+    d = user_task(tmp_path)
     p = subprocess.run([sys.executable, "-m", "yunque.cli", "eval", "--checkpoint", str(ckpt), "--preset", "smoke",
                         "--problems", "2", "--harness", "sumas_es", "--harness-include", str(d), "--json"],
                        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)

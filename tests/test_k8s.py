@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from resources import k8s_manifests as m
-from resources.k8s_training import KubernetesTrainingLauncher, _model
+from resources.k8s_training import KubernetesTrainingLauncher, k8s_model
 from resources.launcher import TorchrunLauncher
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,9 +149,9 @@ def test_manifests_are_valid_kubernetes_models() -> None:
     from dagster_k8s.pipes import build_pod_body
 
     spec = manifests(gpu_launcher())
-    job = _model(kubernetes.client.V1Job, spec["job"])
+    job = k8s_model(kubernetes.client.V1Job, spec["job"])
     assert job.spec.template.spec.containers[0].resources.limits == {"nvidia.com/gpu": "8"}
-    _model(kubernetes.client.V1Service, spec["service"])
+    k8s_model(kubernetes.client.V1Service, spec["service"])
     pod = build_pod_body("p", None, None, {"DAGSTER_PIPES_CONTEXT": "ctx"}, spec["meta"], spec["node0"])
     body = kubernetes.client.ApiClient().sanitize_for_serialization(pod)
     container = body["spec"]["containers"][0]
@@ -159,7 +159,7 @@ def test_manifests_are_valid_kubernetes_models() -> None:
     assert {"name": "DAGSTER_PIPES_CONTEXT", "value": "ctx"} in container["env"]
     assert body["spec"]["hostname"] == spec["names"].hostname(0)
     with pytest.raises(Exception, match="Unexpected keys"):
-        _model(kubernetes.client.V1PodSpec, {**spec["node0"], "restartPolicey": "Never"})
+        k8s_model(kubernetes.client.V1PodSpec, {**spec["node0"], "restartPolicey": "Never"})
 
 
 def test_instance_yaml_validates_against_dagsters_schema(tmp_path: Path) -> None:

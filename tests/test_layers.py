@@ -1,6 +1,6 @@
 """The layer contract (docs/architecture.md): imports only point down.
 
-    yunque (CLI) -> assets -> resources -> stages -> model -> pipelines
+    yunque (CLI) -> orchestration -> assets -> resources -> serving -> stages -> model -> pipelines
 
 Inside a package its subpackages are floors too (`FLOORS`), and no two modules import
 each other, directly or round a circle. Every import statement counts, including those
@@ -18,24 +18,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ["pipelines", "model", "stages", "resources", "assets", "yunque"]  # bottom to top
+LAYERS = ["pipelines", "model", "stages", "serving", "resources", "assets", "orchestration", "yunque"]  # bottom to top
 DAGSTER = {"dagster", "dagster_webserver", "dagster_graphql", "dagster_postgres", "dagster_k8s"}
 # What each package may never import, beyond the layers above it.
 FORBIDDEN_THIRD_PARTY = {
     "pipelines": {"torch", "dagster_pipes", *DAGSTER},
     "model": DAGSTER,
     "stages": {"dagster_pipes", *DAGSTER},
+    "serving": {"dagster_pipes", *DAGSTER},
     "bench": {"tests"},
 }
 # The training programs report back through the small dagster_pipes package only.
 PIPES_ALLOWED = {"model/launch/sinks.py"}
 # The floors inside a package, bottom to top: a module may import its own floor and those
-# below. A package's top-level modules (stages/config.py, assets/definitions.py, ...) are
-# its ground floor, below every subpackage.
+# below. A package's top-level modules (stages/config.py, assets/partitions.py, ...) are
+# its ground floor, below every subpackage; a roof (ROOFS) is above them all.
 FLOORS = {
     "model": ["launch", "core", "checkpoint", "pretrain", "infer", "export", "post"],
-    "stages": ["store", "reports", "data", "training", "evaluation", "serving"],
-    "assets": ["instance"],
+    "stages": ["store", "reports", "data", "training", "evaluation"],
+    "assets": ["data", "training", "evaluation", "use", "operations"],
     "yunque": ["cli"],
     "pipelines": ["languages", "data", "tokens", "tasks", "feedback"],  # the tokenizer knows the pii placeholders
 }
@@ -67,10 +68,16 @@ def _module(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
+# Top-level modules above every floor of their package: the code location gathers them all.
+ROOFS = {"assets.definitions"}
+
+
 def floor(module: str) -> int:
     """The floor of a module inside its package: 0 for the package's top-level modules."""
     parts = module.split(".")
     floors = FLOORS.get(parts[0], [])
+    if module in ROOFS:
+        return len(floors) + 1
     return floors.index(parts[1]) + 1 if len(parts) > 2 and parts[1] in floors else 0
 
 
@@ -122,6 +129,38 @@ def circles() -> list[list[str]]:
     return found
 
 
+def levels(package: str) -> list[str]:
+    """The longest chain of imports between the modules of `package`, every import counted
+    (type-only and lazy ones too): how many modules a reader may have to open, one below
+    the other, to follow one of them down."""
+    graph = {}
+    for path in (ROOT / package).rglob("*.py"):
+        me = _module(path)
+        graph[me] = {m for _, m in module_imports(path) if m != me and m.split(".")[0] == package and _path(m)}
+    longest: dict[str, list[str]] = {}
+
+    def chain(m: str) -> list[str]:
+        if m not in longest:
+            longest[m] = [m, *max((chain(o) for o in sorted(graph.get(m, ()))), key=len, default=[])]
+        return longest[m]
+
+    return max((chain(m) for m in sorted(graph)), key=len, default=[])
+
+
+def private_imports() -> list[str]:
+    """Imports of another module's private names (`from a import _b`): a name a module keeps
+    to itself is free to change, so nobody else may lean on it."""
+    found = []
+    for package in (*LAYERS, "bench", "tests"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                        and node.module.split(".")[0] in (*LAYERS, "bench", "tests"):
+                    found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}"
+                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
 def imports(path: Path) -> list[tuple[int, str]]:
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -160,6 +199,17 @@ def test_no_import_circles():
     assert circles() == []
 
 
+def test_stages_is_at_most_eight_levels_deep():
+    """Stages lean on the store and on shared names, not on each other's insides (issue 43
+    found 15 levels)."""
+    chain = levels("stages")
+    assert len(chain) <= 8, " -> ".join(chain)
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert private_imports() == []
+
+
 def test_every_subpackage_has_a_floor():
     """A new subpackage gets its place in FLOORS, so the floors keep covering every one."""
     for package in LAYERS:
@@ -188,8 +238,10 @@ def test_the_checkers_find_a_circle_and_a_floor_above(tmp_path, monkeypatch):
     assert floor_violations("model") == ["model/core/a.py:1 imports model.post.b, a floor above"]
 
 
-def test_only_assets_and_resources_import_dagster():
-    for package in ("pipelines", "model", "stages", "bench", "yunque"):
+def test_only_the_dagster_packages_import_dagster():
+    """assets (the code location), resources (its resources) and orchestration (driving an
+    instance from the CLI); nothing else."""
+    for package in ("pipelines", "model", "stages", "serving", "bench", "yunque"):
         for path in (ROOT / package).rglob("*.py"):
             assert not {t for _, t in imports(path)} & DAGSTER, path
 

@@ -17,7 +17,7 @@ from model.checkpoint.files import Checkpoint
 from pipelines.tokens.tokenizer import file_hash
 from stages.store.outputs import DataStore
 from stages.training.lineage import LineageError, read_record, record_materialized
-from stages.training.pretrain import RunSpec
+from stages.training.runs import RunSpec
 from stages.training.selection import consumed_checkpoint
 from tests.factory import SMALL_POST, SMALL_TRAIN, write_two_shards
 from tests.test_cli import yunque
@@ -65,7 +65,7 @@ def chain(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("YUNQUE_HOME", "DAGSTER_HOME")}
     home, corpus = env.use_home(root / "home"), root / "corpus"
     write_two_shards(corpus)
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
 
     summary = run_graph(str(corpus), select="+key:token_shards", overrides=json.dumps(OVERRIDES))
     assert summary.ok, [r["error"] for r in summary.runs if not r["ok"]]

@@ -7,7 +7,7 @@ import pytest
 from datasketch import MinHash
 
 from pipelines.config import DedupConfig
-from pipelines.data.minhash import (
+from pipelines.data.dedup.minhash import (
     EMPTY,
     compute_signatures,
     minhash_of_hashes,

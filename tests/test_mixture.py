@@ -13,7 +13,8 @@ from model.pretrain.mixture import MixtureError, assign, sources
 from model.pretrain.preflight import plan
 from stages.config import ConfigError, preset
 from stages.store.outputs import DataStore
-from stages.training.pretrain import PretrainError, prepare
+from stages.training.pretrain import prepare
+from stages.training.runs import PretrainError
 from tests.test_continue import SMALL, add_token_shard, set_tokenizer
 
 MIX = [{"name": "web", "shards": ["web-*"], "weight": 3}, {"name": "docs", "shards": ["docs"], "weight": 1}]
@@ -108,7 +109,7 @@ def test_the_mixture_is_part_of_the_run_key(store):
 
 
 def test_a_3_to_1_mixture_trains_in_those_proportions(store, monkeypatch):
-    from assets.training import _continuation
+    from assets.training.pretrain import continuation
     from model.checkpoint.files import latest
     from model.core.config import ModelConfig
     from model.pretrain.train import train
@@ -129,7 +130,7 @@ def test_a_3_to_1_mixture_trains_in_those_proportions(store, monkeypatch):
     assert [(s["name"], s["weight"], s["tokens_drawn"]) for s in planned["sources"]] == [
         ("web", 0.75, 384), ("docs", 0.25, 128)]
     assert "source docs: 25.0% of windows" in planned["summary"]
-    md = _continuation(spec, state)
+    md = continuation(spec, state)
     rows = [r.data for r in md["mixture"].records]
     assert [(r["source"], r["tokens_drawn"]) for r in rows] == [("web", 384), ("docs", 128)]
     assert rows[1]["epochs"] == round(128 / spec.lineage["sources"][1]["train_tokens"], 4)

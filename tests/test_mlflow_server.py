@@ -17,8 +17,8 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
+from resources.telemetry import TELEMETRY_OFF
 from resources.tracking import REDACTED, ExperimentLocationError, MlflowTracking, is_server, redact
-from stages.store.env import TELEMETRY_OFF
 from tests.mlflow_server import (
     BUCKET,
     PREFIX,
@@ -104,7 +104,7 @@ def test_a_training_process_logs_into_the_run_with_the_env_it_is_given(mlflow_se
 
 
 def test_the_registry_alias_moves_on_the_server(mlflow_server_url, s3_server, tmp_path, monkeypatch):
-    """What promoted_model does (assets/promotion.py): a promotion run with the export in its
+    """What promoted_model does (assets/evaluation/promotion.py): a promotion run with the export in its
     artifacts, register_version, aliased_version; and models:/name@alias resolves through the server."""
     tracking = _tracking(tmp_path, mlflow_server_url, "server-registry")
     name = "yunque-server-test"

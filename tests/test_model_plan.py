@@ -1,10 +1,10 @@
-"""The model half's up-to-date check (`assets.model_plan`), on a real instance with assets
+"""The model half's up-to-date check (`assets.training.plan`), on a real instance with assets
 that record their plan tag as the model assets do: a partitioned input (as token_shards
 is to base_model) and two unpartitioned assets in a chain, one with a blocking check."""
 
 import dagster as dg
 
-from assets.model_plan import PLAN_TAG, model_fresh, plan_tags
+from assets.training.plan import PLAN_TAG, model_fresh, plan_tags
 from resources import YunqueSettings
 
 shards = dg.DynamicPartitionsDefinition(name="shards")

@@ -25,8 +25,8 @@ from model.checkpoint import mirror
 from model.checkpoint import state as ckpt
 from model.launch.spec import LaunchSpec, read_spec, rewrite_paths, write_spec
 from model.launch.supervise import Launch
-from stages.training.pretrain import RunSpec
-from tests.test_train import _env, _losses, _shards
+from stages.training.runs import RunSpec
+from tests.test_train import losses_of, make_shards, train_env
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = {"dim": 32, "n_layers": 2, "n_heads": 2, "ffn_dim": 64, "context": 32, "vocab_size": 64}
@@ -51,7 +51,7 @@ def _home(root: Path, shards: Path) -> Path:
     return root
 
 
-def _config(home: Path, **train) -> Path:
+def write_train_config(home: Path, **train) -> Path:
     run_dir = home / "data" / "base_model"
     run_dir.mkdir(parents=True, exist_ok=True)
     shards = sorted(str(p) for p in (home / "data" / "token_shards").iterdir())
@@ -66,7 +66,7 @@ class Node:
     def __init__(self, cmd: list[str], log: Path):
         self.log = log
         with open(log, "w") as f:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=f, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=train_env(), stdout=f, stderr=subprocess.STDOUT,
                                          start_new_session=True)
 
     def text(self) -> str:
@@ -139,14 +139,14 @@ def world(tmp_path_factory):
     """Token shards, and the reference: one agent with two processes, no mirror."""
     tmp = tmp_path_factory.mktemp("multinode")
     shards = tmp / "shards"
-    _shards(shards)
+    make_shards(shards)
     ref = _home(tmp / "ref", shards)
     t0 = time.monotonic()
-    node = Node(Launch(nproc_per_node=2, grace_s=3).command("model.pretrain.train", "--config", str(_config(ref))),
+    node = Node(Launch(nproc_per_node=2, grace_s=3).command("model.pretrain.train", "--config", str(write_train_config(ref))),
                 tmp / "ref.log")
     assert node.wait(150) == 0, node.text()[-4000:]
     print(f"one node x 2 processes: {time.monotonic() - t0:.1f} s")
-    return tmp, shards, _losses(ref / "data" / "base_model")
+    return tmp, shards, losses_of(ref / "data" / "base_model")
 
 
 @pytest.mark.timeout(240)
@@ -163,7 +163,7 @@ def test_two_nodes_match_one_node_with_two_processes(world):
     while "waiting up to" not in node1.text():
         assert time.monotonic() < deadline and node1.proc.poll() is None, node1.text()
         time.sleep(0.1)
-    node0 = _start_node0(home0, _config(home0, checkpoint_mirror=mirror_url), port, base / "node0.log", home1)
+    node0 = _start_node0(home0, write_train_config(home0, checkpoint_mirror=mirror_url), port, base / "node0.log", home1)
     try:
         assert node0.wait(180) == 0, node0.text()[-4000:] + node1.text()[-3000:]
         assert node1.wait(60) == 0, node1.text()[-4000:]
@@ -171,7 +171,7 @@ def test_two_nodes_match_one_node_with_two_processes(world):
         node0.kill()
         node1.kill()
     print(f"two nodes x 1 process: {time.monotonic() - t0:.1f} s")
-    two_nodes = _losses(home0 / "data" / "base_model")
+    two_nodes = losses_of(home0 / "data" / "base_model")
     assert sorted(two_nodes) == sorted(reference) == list(range(1, STEPS + 1))
     # the same global batch, the same ranks, the same gloo sum of two: the same bits
     assert two_nodes == reference, [(s, reference[s], two_nodes[s]) for s in reference
@@ -195,7 +195,7 @@ def test_a_killed_node_rejoins_and_every_rank_resumes_from_the_mirror(world):
     mirror_dir = base / "mirror"
     mirror_url = f"file://{mirror_dir}"
     port = _free_port()
-    node0 = _start_node0(home0, _config(home0, checkpoint_mirror=mirror_url), port, base / "node0.log", home1)
+    node0 = _start_node0(home0, write_train_config(home0, checkpoint_mirror=mirror_url), port, base / "node0.log", home1)
     node1 = _node1(home1, base / "node1.log", "--now")
     node1b = None
     try:
@@ -227,7 +227,7 @@ def test_a_killed_node_rejoins_and_every_rank_resumes_from_the_mirror(world):
                        if r["event"] == "step")
     print(f"killed after step {at_kill} was mirrored; node 1 restarted 1 s later; training again "
           f"{first_after - killed:.1f} s after the kill, from step {resumed[-1]}")
-    losses = _losses(home0 / "data" / "base_model")
+    losses = losses_of(home0 / "data" / "base_model")
     assert sorted(losses) == list(range(1, STEPS + 1))
     after = [s for s in reference if s > resumed[-1]]
     assert after and all(losses[s] == reference[s] for s in after), \
@@ -242,7 +242,7 @@ def test_without_a_mirror_or_a_shared_path_the_run_stops_and_says_why(world):
     tmp, shards, _ = world
     base = tmp / "d"
     home0, home1 = _home(base / "node0", shards), _home(base / "node1", shards)
-    node0 = _start_node0(home0, _config(home0), _free_port(), base / "node0.log", home1, max_restarts=1)
+    node0 = _start_node0(home0, write_train_config(home0), _free_port(), base / "node0.log", home1, max_restarts=1)
     node1 = _node1(home1, base / "node1.log", "--now")
     node1b = None
     try:
@@ -278,7 +278,7 @@ def test_base_model_on_two_nodes_through_dagster(tmp_path_factory, monkeypatch):
     import dagster as dg
 
     from assets.definitions import ASSETS, CHECKS, build_resources
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
     from tests.factory import SMALL_TRAIN, write_two_shards
     from yunque import env
 

@@ -19,34 +19,19 @@ import dagster as dg
 import pytest
 
 from tests.factory import SMALL_RUN, add_shard, write_two_shards
+from tests.fault_runs import instance_of
 from tests.ui_server import LAUNCH, REPO, YUNQUE, graphql, ui, ui_env, wait_for
 
 DATA_HALF = "+key:token_shards"
 
 
-def _instance(home: Path) -> dg.DagsterInstance:
-    """The home's instance, from this test process (its dagster.yaml reads $DAGSTER_HOME
-    once, at load)."""
-    from dagster._core.instance.ref import InstanceRef
-
-    saved = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = str(home / "dagster")
-    try:
-        return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home / "dagster")))
-    finally:
-        if saved is None:
-            os.environ.pop("DAGSTER_HOME")
-        else:
-            os.environ["DAGSTER_HOME"] = saved
-
-
-def _run_cli(home: Path, corpus: Path, select: str | None, timeout: int = 900) -> subprocess.CompletedProcess:
+def run_cli(home: Path, corpus: Path, select: str | None, timeout: int = 900) -> subprocess.CompletedProcess:
     cmd = [YUNQUE, "--home", str(home), "run", "--corpus", str(corpus), "--overrides", SMALL_RUN]
     cmd += ["--select", select] if select else []
     return subprocess.run(cmd, cwd=REPO, env=ui_env(home), capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def _outputs(home: Path) -> dict[str, object]:
+def home_outputs(home: Path) -> dict[str, object]:
     """What the data half produced, comparable across homes: kept doc ids per shard and
     the token arrays' bytes."""
     import pyarrow.parquet as pq
@@ -71,7 +56,7 @@ def corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cli_home(corpus, tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("cli") / "home"
-    done = _run_cli(home, corpus, None)
+    done = run_cli(home, corpus, None)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (home.parent / "run.out").write_text(done.stdout)
     return home
@@ -89,7 +74,7 @@ def test_the_model_half_prints_each_asset_as_it_materializes(cli_home):
 
 
 def test_cli_run_is_one_backfill_through_the_daemon(cli_home):
-    instance = _instance(cli_home)
+    instance = instance_of(cli_home)
     runs = instance.get_runs()
     backfills = {r.tags.get("dagster/backfill") for r in runs}
     assert len(backfills) == 1 and None not in backfills, "every run of `yunque run` belongs to its backfill"
@@ -101,7 +86,7 @@ def test_cli_run_is_one_backfill_through_the_daemon(cli_home):
 
 
 def test_opening_the_ui_on_a_cli_home_starts_nothing(cli_home):
-    instance = _instance(cli_home)
+    instance = instance_of(cli_home)
     before = len(instance.get_runs())
     with ui(cli_home):
         def ticked() -> bool:  # both sensors have a state and have evaluated at least twice
@@ -123,7 +108,7 @@ def test_graphql_backfill_matches_the_cli(cli_home, corpus, tmp_path):
     keys = ["raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "dedup_index",
             "quality_model", "deduped_documents", "tokenizer", "token_shards"]
     with ui(home) as url:
-        instance = _instance(home)  # `yunque ui` has made it
+        instance = instance_of(home)  # `yunque ui` has made it
         wait_for("the shard sensor to register the shards",
                  lambda: len(instance.get_dynamic_partitions("shards")) == 3, 120)
         out = graphql(url, LAUNCH, {"p": {"assetSelection": [{"path": [k]} for k in keys], "allPartitions": True,
@@ -135,7 +120,7 @@ def test_graphql_backfill_matches_the_cli(cli_home, corpus, tmp_path):
     assert status == "COMPLETED_SUCCESS"
     failed = [r.run_id for r in instance.get_runs() if r.status != dg.DagsterRunStatus.SUCCESS]
     assert not failed, "no run fails: the shard sensor's runs and the backfill's share partitions safely"
-    assert _outputs(home) == _outputs(cli_home)
+    assert home_outputs(home) == home_outputs(cli_home)
 
 
 START_SCHEDULE = """mutation($s: ScheduleSelector!) { startSchedule(scheduleSelector: $s) {
@@ -159,7 +144,7 @@ def test_new_shard_reaches_a_promoted_model(cli_home, corpus):
     """The UI's switch turns training on; a shard dropped into the corpus is read, deduplicated
     and encoded by the data automation, then the schedule's tick continues pretraining from
     the last base checkpoint, runs the chain and the evaluation, and decides on promotion."""
-    instance = _instance(cli_home)
+    instance = instance_of(cli_home)
     before = _record(cli_home, "base_model")
     add_shard(corpus, "nuevo", docs=4)
     with ui(cli_home, YUNQUE_TRAINING_CRON="* * * * *") as url:
@@ -217,7 +202,7 @@ def test_cancelling_a_training_run_under_the_daemon_leaves_no_process(cli_home, 
     marker = str(cli_home / "data" / "base_model" / "train_config.json")
     with ui(cli_home) as url, open(tmp_path / "cli.log", "w") as log:
         cli = subprocess.Popen(cmd, cwd=REPO, env=ui_env(cli_home), stdout=log, stderr=subprocess.STDOUT)
-        instance = _instance(cli_home)
+        instance = instance_of(cli_home)
         metrics = cli_home / "data" / "base_model" / "metrics.jsonl"
 
         def training():
@@ -295,7 +280,7 @@ def test_ratings_reach_the_promotion_check_through_the_feedback_sensor(cli_home)
                     "messages": [{"role": "user", "content": f"¿Cuánto es {i} más 5?"}],
                     "answers": [{"model": "champion", "version": "1", "weights_sha256": "a" * 64, "text": f"{i + 5}"},
                                 {"model": "v0", "version": "0", "weights_sha256": "b" * 64, "text": "no sé"}]})
-    instance = _instance(cli_home)
+    instance = instance_of(cli_home)
     with ui(cli_home) as url:
         out = graphql(url, START_SENSOR, {"s": {**LOCATION, "sensorName": "feedback_sensor"}})
         assert out["startSensor"]["__typename"] == "Sensor", out

@@ -31,7 +31,7 @@ def test_a_short_database_outage_is_waited_out(tmp_path, monkeypatch):
         monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
         monkeypatch.delenv("YUNQUE_OUTAGE_GRACE_S", raising=False)
         env.use_home(tmp_path / "home")
-        from assets.instance import client
+        from orchestration import client
 
         instance = client.instance()
         assert list(instance.get_runs()) == []

@@ -18,11 +18,11 @@ import pytest
 from stdnum import iban as std_iban
 
 from bench.pii_corpus import (
-    _LOOKALIKES,
     GENERATORS,
     LOOKALIKE_KINDS,
+    PII_LOOKALIKES,
     PlantedDoc,
-    _carrier,
+    carrier_sentence,
     held_out_texts,
     plant,
 )
@@ -51,7 +51,7 @@ def test_every_format_is_redacted(index: int, language: str) -> None:
     r = Redactor(PiiConfig(), language)
     for _ in range(15):
         label, value = gen(rng, language)
-        text = "Introducción al capítulo. " + _carrier(rng, language, kind, label, value) + " Fin."
+        text = "Introducción al capítulo. " + carrier_sentence(rng, language, kind, label, value) + " Fin."
         out = r.redact(text)
         assert value not in out.text, (kind, label, value, out.text)
         assert PLACEHOLDERS[kind] in out.text, (kind, label, value, out.text)
@@ -62,7 +62,7 @@ def test_every_format_is_redacted(index: int, language: str) -> None:
 @pytest.mark.parametrize("language", LANGUAGES)
 @pytest.mark.parametrize("name", LOOKALIKE_KINDS)
 def test_generated_lookalikes_stay(name: str, language: str) -> None:
-    make, templates = _LOOKALIKES[name]
+    make, templates = PII_LOOKALIKES[name]
     rng = random.Random(f"{name}:{language}")
     r = Redactor(PiiConfig(), language)
     for _ in range(25):

@@ -213,7 +213,7 @@ def test_missing_parent_is_a_clear_failure(tmp_path, monkeypatch):
     assert "materialize sft_model first" in err
     # a refusal is not retried (the retry policy is for crashes: a retry resumes exactly)
     assert not any(e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY for e in result.all_events)
-    from assets.post_training import dpo_model
+    from assets.training.post_training import dpo_model
 
     assert dpo_model.op.retry_policy == dg.RetryPolicy(max_retries=2, delay=10)
 

@@ -112,7 +112,7 @@ def test_production_topology_on_one_machine(postgres_url, s3_server, tmp_path): 
         assert not (tmp_path / "node0" / "mlflow").exists()  # nothing tracked locally
 
         # a second invocation, on a fresh cache (another machine), finds every output up to
-        # date in the bucket and the instance (stages.data.plan, assets.model_plan): no run
+        # date in the bucket and the instance (stages.data.plan, assets.training.plan): no run
         runs_before = _query(pg, "SELECT count(*) FROM runs")
         again_env = {**node0, "YUNQUE_CACHE": str(tmp_path / "node2")}
         again = subprocess.run(run, check=False, cwd=REPO, env=again_env, capture_output=True, text=True, timeout=900)

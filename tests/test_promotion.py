@@ -154,7 +154,7 @@ def test_a_report_that_does_not_describe_the_export_cannot_judge_it(tmp_path):
 
 
 def test_the_check_passes_an_unjudged_first_export_and_fails_one_against_a_champion(tmp_path):
-    from assets.promotion import no_regression
+    from assets.evaluation.promotion import no_regression
     from resources import YunqueSettings
 
     store, settings = DataStore(tmp_path), YunqueSettings.build(str(tmp_path), "tiny", {})

@@ -20,7 +20,7 @@ import zstandard
 from pipelines.config import ReaderConfig
 from pipelines.data.corpus import list_shards, open_corpus
 from pipelines.data.documents import Document, Rejection
-from pipelines.data.readers import READ_REASONS, read_shard
+from pipelines.data.readers.shard import READ_REASONS, read_shard
 
 GOOD = "El administrador revisa los archivos de registro cada semana."
 
@@ -203,7 +203,7 @@ def test_malformed_jsonl_among_good(tmp_path: Path, caplog: pytest.LogCaptureFix
     good = json.dumps({"text": GOOD})
     lines = [good, '{"text": "sin cerrar', good, good]
     bad = "".join(line + "\n" for line in lines)
-    with caplog.at_level(logging.WARNING, logger="pipelines.data.readers"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.data.readers.shard"):
         rej = check_case(
             tmp_path, "mensajes.jsonl", bad.encode(), "malformed_json", also_kept=("1", "3", "4")
         )
@@ -319,7 +319,7 @@ def test_an_unreachable_store_fails_the_read_and_rejects_nothing(monkeypatch) ->
     import s3fs
     from botocore.exceptions import EndpointConnectionError
 
-    from pipelines.data.readers import read_file
+    from pipelines.data.readers.shard import read_file
     from pipelines.s3_outage import patient
 
     monkeypatch.setenv("YUNQUE_OUTAGE_GRACE_S", "1")

@@ -17,7 +17,7 @@ import zstandard
 
 from pipelines.config import ReaderConfig
 from pipelines.data.corpus import list_shard_files, list_shards, open_corpus, shard_key
-from pipelines.data.readers import detect_format, iter_shard, read_shard
+from pipelines.data.readers.shard import detect_format, iter_shard, read_shard
 
 TEXTS = ["Primera línea del manual.\nSegunda línea.", "El núcleo se actualiza.", "¿Año 2024?"]
 

@@ -116,7 +116,7 @@ def test_whole_graph_on_an_s3_home_and_again_from_another_machine(s3, tmp_path, 
     """Every asset, `tiny` preset with the tests' small overrides, the home in the bucket:
     everything lands there, and a second machine (an empty cache, its own instance)
     recomputes nothing."""
-    from assets.instance.runner import run_graph
+    from orchestration.runner import run_graph
     from tests.factory import SMALL_RUN, write_two_shards
     from yunque import env
 

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from tests.factory import write_two_shards
-from tests.test_operate import _outputs, _run_cli
+from tests.test_operate import home_outputs, run_cli
 from tests.ui_server import REPO, YUNQUE, ui_env
 
 DATA_HALF = "*token_shards"
@@ -36,8 +36,8 @@ def clean(tmp_path_factory):
     root = tmp_path_factory.mktemp("repair")
     write_two_shards(root / "corpus")
     home = root / "home"
-    _ok(_run_cli(home, root / "corpus", DATA_HALF))
-    return root / "corpus", home, _outputs(home)
+    _ok(run_cli(home, root / "corpus", DATA_HALF))
+    return root / "corpus", home, home_outputs(home)
 
 
 def test_a_cut_file_is_named_and_rebuilt_by_the_next_run(clean):
@@ -52,12 +52,12 @@ def test_a_cut_file_is_named_and_rebuilt_by_the_next_run(clean):
         in found.stdout
     assert "yunque verify --repair" in found.stdout
 
-    out = _ok(_run_cli(home, corpus, DATA_HALF))
+    out = _ok(run_cli(home, corpus, DATA_HALF))
     assert (f"damaged: deduped_documents/foro (part-0.parquet: size {size // 2:,} bytes, committed {size:,}); "
             "rebuilding") in out
-    assert _outputs(home) == want
+    assert home_outputs(home) == want
     assert _verify(home).returncode == 0
-    assert "nothing changed" in _ok(_run_cli(home, corpus, DATA_HALF))
+    assert "nothing changed" in _ok(run_cli(home, corpus, DATA_HALF))
 
 
 def test_verify_repair_rebuilds_what_only_the_checksum_sees(clean):
@@ -78,7 +78,7 @@ def test_verify_repair_rebuilds_what_only_the_checksum_sees(clean):
             "key:filtered_documents or key:minhash_signatures or key:quality_model or key:token_shards or "
             "key:tokenizer'") in done.stdout
     assert done.stdout.rstrip().endswith("every file matches its checksum")
-    assert _outputs(home) == want
+    assert home_outputs(home) == want
 
 
 def test_damage_upstream_and_a_new_copy_elsewhere_keep_the_text_once(clean, tmp_path):
@@ -93,12 +93,12 @@ def test_damage_upstream_and_a_new_copy_elsewhere_keep_the_text_once(clean, tmp_
     part = home / "data" / "filtered_documents" / "manuales" / "part-0.parquet"
     part.write_bytes(os.urandom(part.stat().st_size))  # the same size: the checksum tells
 
-    out = _ok(_run_cli(home, grown, DATA_HALF))
+    out = _ok(run_cli(home, grown, DATA_HALF))
     assert "damaged: filtered_documents/manuales (part-0.parquet: checksum); rebuilding" in out
     fresh = tmp_path / "fresh"
-    _ok(_run_cli(fresh, grown, DATA_HALF))
+    _ok(run_cli(fresh, grown, DATA_HALF))
     # the kept documents (the token arrays differ: the tokenizer, trained once, saw two shards here)
-    got, want = ({k: v for k, v in _outputs(h).items() if k.startswith("deduped/")} for h in (home, fresh))
+    got, want = ({k: v for k, v in home_outputs(h).items() if k.startswith("deduped/")} for h in (home, fresh))
     assert got == want
     kept = [d for k, v in got.items() if k.startswith("deduped/") for d in v]
     assert len(kept) == len(set(kept)) and len(got["deduped/nuevo"]) + len(got["deduped/manuales"]) > 0

@@ -18,8 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.data import sample
-from pipelines.data.sample import SampleFetchError, fetch_sample, render_man_page, split_fortunes
+from pipelines.data.sample import fetch as sample
+from pipelines.data.sample.fetch import (
+    SampleFetchError,
+    fetch_sample,
+    render_man_page,
+    split_fortunes,
+)
 
 needs_groff = pytest.mark.skipif(shutil.which("groff") is None, reason="groff not installed")
 needs_dpkg = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb not installed")
@@ -77,7 +82,7 @@ def test_fortunes_builder_skips_dat_symlinks_and_off(tmp_path: Path) -> None:
     _fortunes_root(tmp_path / "root")
     out = tmp_path / "out"
     out.mkdir()
-    assert sample._build_fortunes(tmp_path / "root", out, progress=False) == 3
+    assert sample.build_fortunes(tmp_path / "root", out, progress=False) == 3
     assert sorted(p.name for p in out.iterdir()) == ["varios-pre.jsonl", "vida.jsonl"]
     lines = (out / "vida.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["text"] for line in lines] == ["Vivir es fácil.", "O no."]
@@ -107,7 +112,7 @@ def test_manpages_builder_renders_skips_aliases_and_bad_pages(
     (man1 / "roto.1.gz").write_bytes(b"this is not gzip")
     out = tmp_path / "out"
     out.mkdir()
-    assert sample._build_manpages(tmp_path / "root", out, progress=False) == 1
+    assert sample.build_manpages(tmp_path / "root", out, progress=False) == 1
     assert [p.name for p in (out / "man1").iterdir()] == ["saludo.1.txt"]
     assert "skipping man page man1/roto.1" in caplog.text
 

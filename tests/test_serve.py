@@ -52,7 +52,7 @@ def test_the_openai_client_chats_streams_and_completes(server):
 
 
 def test_concurrent_streams_each_get_their_whole_answer(server):
-    """Requests that arrive together wait their turn (stages.serving.limits queues them):
+    """Requests that arrive together wait their turn (serving.limits queues them):
     none is interrupted or cut short by another."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -142,7 +142,7 @@ def test_a_conversation_longer_than_the_context_loses_its_oldest_turns_and_says_
 
 
 def test_the_fit_keeps_the_system_message_and_the_last_turn():
-    from stages.serving.limits import fit
+    from serving.limits import fit
 
     msgs = [{"role": "system", "content": "s"}] + [{"role": r, "content": "x" * 10} for r in ["user", "assistant"] * 4]
     msgs.append({"role": "user", "content": "q"})

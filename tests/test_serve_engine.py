@@ -1,4 +1,4 @@
-"""An endpoint that outlives its engine (stages.serving.front), on real processes: the
+"""An endpoint that outlives its engine (serving.front), on real processes: the
 engine killed mid-stream, killed with a request waiting, and crashing at start."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ uvicorn.run(app, uds=sys.argv[1], log_level="warning")
 
 FRONT = """
 import sys
-from stages.serving.front import Engine, run_front
+from serving.front import Engine, run_front
 
 def say(line):
     print(f"yunque serve: {line}", file=sys.stderr, flush=True)
@@ -167,7 +167,7 @@ def test_a_native_crash_at_start_is_one_line_with_the_reinstall_command(exported
 
 
 def test_only_a_native_crash_blames_the_build():
-    from stages.serving.front import crash_line
+    from serving.front import crash_line
 
     assert "compiled for another CPU" in crash_line(-signal.SIGSEGV) and "CMAKE_ARGS" in crash_line(-signal.SIGBUS)
     killed = crash_line(-signal.SIGKILL)

@@ -9,8 +9,8 @@ import shutil
 import dagster as dg
 
 from assets.definitions import ASSETS, build_resources
-from assets.jobs import PER_SHARD
-from assets.sensors import shard_sensor
+from assets.operations.jobs import PER_SHARD
+from assets.operations.sensors import shard_sensor
 from resources import CorpusStorage
 from tests.factory import add_shard
 
@@ -26,7 +26,7 @@ def _tick(instance: dg.DagsterInstance, root, cursor: str | None) -> dg.SensorRe
     return shard_sensor(60)(ctx)
 
 
-def _requested(result: dg.SensorResult) -> list[str]:
+def requested_partitions(result: dg.SensorResult) -> list[str]:
     """The shards a tick requests: one backfill of shard_job's four assets over all of them."""
     if not result.run_requests:
         return []
@@ -53,7 +53,7 @@ def test_sensor_skips_what_is_materialized_and_requests_what_is_new_or_changed(t
         # empty cursor: registered and read with today's files, so not requested; "tres"
         # is registered but was never read
         first = _tick(instance, root, None)
-        assert _requested(first) == ["tres"]
+        assert requested_partitions(first) == ["tres"]
         assert not first.dynamic_partitions_requests
         assert json.loads(first.cursor).keys() == {"uno", "dos", "tres"}
 
@@ -67,7 +67,7 @@ def test_sensor_skips_what_is_materialized_and_requests_what_is_new_or_changed(t
         (root / "dos" / "extra.txt").write_text("Otro documento más, con algunas palabras.", encoding="utf-8")
         shutil.rmtree(root / "tres")
         later = _tick(instance, root, None)
-        assert _requested(later) == ["cuatro", "dos"]
+        assert requested_partitions(later) == ["cuatro", "dos"]
         requests = [(type(r).__name__, list(r.partition_keys)) for r in later.dynamic_partitions_requests]
         assert requests == [("AddDynamicPartitionsRequest", ["cuatro"]), ("DeleteDynamicPartitionsRequest", ["tres"])]
 
@@ -79,7 +79,7 @@ def test_a_materialization_without_fingerprint_is_requested_again(tmp_path):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("shards", ["uno"])
         instance.report_runless_asset_event(dg.AssetMaterialization("raw_documents", partition="uno"))
-        assert _requested(_tick(instance, root, None)) == ["uno"]
+        assert requested_partitions(_tick(instance, root, None)) == ["uno"]
 
 
 def test_sensor_says_what_it_does():
@@ -94,7 +94,7 @@ def test_a_shard_an_unfinished_backfill_will_read_is_left_to_it(tmp_path):
     from dagster._core.execution.backfill import BulkActionStatus
 
     from assets.definitions import defs
-    from assets.instance import client
+    from orchestration import client
 
     root = tmp_path / "corpus"
     add_shard(root, "uno")
@@ -104,11 +104,11 @@ def test_a_shard_an_unfinished_backfill_will_read_is_left_to_it(tmp_path):
         chosen = client.targets(instance, defs(), [dg.AssetKey("raw_documents")], ["uno"])
         backfill = client.submit(instance, defs(), chosen, tags={}, run_config=None, title="test")
         first = _tick(instance, root, None)
-        assert _requested(first) == ["dos"]
+        assert requested_partitions(first) == ["dos"]
         assert "uno" not in json.loads(first.cursor), "left out of the cursor: the next tick looks again"
         client.cancel(instance, backfill)  # CANCELING still counts; a finished one does not
         instance.update_backfill(instance.get_backfill(backfill).with_status(BulkActionStatus.CANCELED))
-        assert _requested(_tick(instance, root, first.cursor)) == ["uno"]
+        assert requested_partitions(_tick(instance, root, first.cursor)) == ["uno"]
 
 
 def test_a_gone_shard_a_backfill_targets_stays_registered_until_it_ends(tmp_path):
@@ -120,7 +120,7 @@ def test_a_gone_shard_a_backfill_targets_stays_registered_until_it_ends(tmp_path
     from dagster._core.execution.backfill import BulkActionStatus
 
     from assets.definitions import defs
-    from assets.instance import client
+    from orchestration import client
 
     root = tmp_path / "corpus"
     add_shard(root, "uno")
@@ -146,7 +146,7 @@ def test_the_sensor_lists_the_corpus_the_home_names_now(tmp_path, monkeypatch):
     """A code server loaded with one corpus (a `yunque ui` opened earlier); then `yunque
     run` rewrote the home's settings with another. The next tick lists the new corpus:
     it registers its shards and never deregisters them for being absent from the old one."""
-    from assets import sensors
+    from assets.operations import sensors
     from stages.store import home as home_settings
 
     old, new = tmp_path / "old", tmp_path / "new"
@@ -157,10 +157,10 @@ def test_the_sensor_lists_the_corpus_the_home_names_now(tmp_path, monkeypatch):
     monkeypatch.setattr(sensors, "LOADED", sensors._home_corpus())
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("shards", ["viejo"])
-        assert _requested(_tick(instance, old, None)) == ["viejo"]  # unchanged settings: the corpus it loaded
+        assert requested_partitions(_tick(instance, old, None)) == ["viejo"]  # unchanged settings: the corpus it loaded
         home_settings.write(tmp_path / "home", home_settings.HomeSettings(corpus=str(new)))
         tick = _tick(instance, old, None)
         adds = [list(r.partition_keys) for r in tick.dynamic_partitions_requests
                 if type(r).__name__ == "AddDynamicPartitionsRequest"]
         assert adds == [["nuevo"]]
-        assert _requested(tick) == ["nuevo"]
+        assert requested_partitions(tick) == ["nuevo"]

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pipelines.data.documents import FILTERED_SCHEMA
 from pipelines.tokens.token_format import TokenShard, TokenShardError, token_dtype
 from pipelines.tokens.tokenizer import (
     CHAT_TEMPLATE,
@@ -26,7 +27,6 @@ from pipelines.tokens.tokenizer import (
     train_bpe,
 )
 from stages.config import preset
-from stages.data.ingest import FILTERED_SCHEMA
 from stages.data.token_shards import token_shard_stage
 from stages.data.tokenizer import round_trip, tokenizer_stage
 from stages.store.outputs import DataStore, StageStats

@@ -22,7 +22,7 @@ from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter
 VOCAB = 64
 
 
-def _shards(root: Path, n: int = 2, *, docs: tuple[int, int] = (40, 6), length: int = 320, noise: float = 0.1,
+def make_shards(root: Path, n: int = 2, *, docs: tuple[int, int] = (40, 6), length: int = 320, noise: float = 0.1,
             seed: int = 0, names: tuple[str, ...] = ()) -> list[str]:
     """Token shards of a noisy bigram chain: learnable, so the loss falls. `docs` is
     (train, val) documents per shard, `noise` the share of tokens drawn at random."""
@@ -49,7 +49,7 @@ def _shards(root: Path, n: int = 2, *, docs: tuple[int, int] = (40, 6), length: 
     return paths
 
 
-def _config(tmp: Path, out: str, shards: list[str], **train) -> Path:
+def write_train_config(tmp: Path, out: str, shards: list[str], **train) -> Path:
     cfg = {"train": {"shards": shards, "out": str(tmp / out), "steps": 30, "batch_size": 4, "seq_len": 32,
                      "lr": 3e-3, "warmup": 5, "eval_every": 10, "eval_batches": 2, "checkpoint_every": 10,
                      "threads": 1, **train},
@@ -59,19 +59,19 @@ def _config(tmp: Path, out: str, shards: list[str], **train) -> Path:
     return path
 
 
-def _env() -> dict:
+def train_env() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
 
 
 def _run(config: Path, *launcher: str) -> subprocess.CompletedProcess:
     cmd = [*launcher, "-m", "model.pretrain.train", "--config", str(config)] if launcher else \
         [sys.executable, "-m", "model.pretrain.train", "--config", str(config)]
-    p = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300, env=_env())
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300, env=train_env())
     assert p.returncode == 0, p.stderr[-3000:]
     return p
 
 
-def _losses(out: Path) -> dict[int, float]:
+def losses_of(out: Path) -> dict[int, float]:
     """step -> loss, the last record of each step (a resumed run repeats some)."""
     steps = {}
     for line in (out / "metrics.jsonl").read_text().splitlines():
@@ -82,9 +82,9 @@ def _losses(out: Path) -> dict[int, float]:
 
 
 def test_trains_and_checkpoints(tmp_path):
-    shards = _shards(tmp_path / "data")
-    _run(_config(tmp_path, "a", shards))
-    losses = _losses(tmp_path / "a")
+    shards = make_shards(tmp_path / "data")
+    _run(write_train_config(tmp_path, "a", shards))
+    losses = losses_of(tmp_path / "a")
     assert sorted(losses) == list(range(1, 31))
     assert losses[30] < losses[1] - 0.5
     kept = ckpt.all_checkpoints(tmp_path / "a")
@@ -94,10 +94,10 @@ def test_trains_and_checkpoints(tmp_path):
 
 
 def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path):
-    shards = _shards(tmp_path / "data")
-    _run(_config(tmp_path, "straight", shards))
-    config = _config(tmp_path, "killed", shards, steps=30)
-    proc = subprocess.Popen([sys.executable, "-m", "model.pretrain.train", "--config", str(config)], env=_env(),
+    shards = make_shards(tmp_path / "data")
+    _run(write_train_config(tmp_path, "straight", shards))
+    config = write_train_config(tmp_path, "killed", shards, steps=30)
+    proc = subprocess.Popen([sys.executable, "-m", "model.pretrain.train", "--config", str(config)], env=train_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = tmp_path / "killed" / "step-00000010"
     deadline = time.time() + 120
@@ -109,7 +109,7 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path):
     at_kill = ckpt.latest(tmp_path / "killed").step
     assert at_kill < 30, "the run finished before it was killed"
     _run(config)
-    straight, resumed = _losses(tmp_path / "straight"), _losses(tmp_path / "killed")
+    straight, resumed = losses_of(tmp_path / "straight"), losses_of(tmp_path / "killed")
     assert sorted(resumed) == sorted(straight)
     assert all(resumed[s] == straight[s] for s in straight), [(s, straight[s], resumed[s]) for s in straight
                                                               if resumed[s] != straight[s]][:5]
@@ -118,8 +118,8 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path):
 
 
 def test_corrupted_latest_checkpoint_falls_back(tmp_path, caplog):
-    shards = _shards(tmp_path / "data")
-    _run(_config(tmp_path, "c", shards, steps=20))
+    shards = make_shards(tmp_path / "data")
+    _run(write_train_config(tmp_path, "c", shards, steps=20))
     newest = tmp_path / "c" / "step-00000020" / "model.safetensors"
     data = bytearray(newest.read_bytes())
     data[-10] ^= 0xFF
@@ -129,11 +129,11 @@ def test_corrupted_latest_checkpoint_falls_back(tmp_path, caplog):
 
 
 def test_two_gloo_processes_match_one_at_the_same_global_batch(tmp_path):
-    shards = _shards(tmp_path / "data")
-    _run(_config(tmp_path, "one", shards, steps=12, batch_size=4))
+    shards = make_shards(tmp_path / "data")
+    _run(write_train_config(tmp_path, "one", shards, steps=12, batch_size=4))
     torchrun = str(Path(sys.executable).with_name("torchrun"))
-    _run(_config(tmp_path, "two", shards, steps=12, batch_size=2), torchrun, "--standalone", "--nproc-per-node", "2")
-    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
+    _run(write_train_config(tmp_path, "two", shards, steps=12, batch_size=2), torchrun, "--standalone", "--nproc-per-node", "2")
+    one, two = losses_of(tmp_path / "one"), losses_of(tmp_path / "two")
     assert sorted(one) == sorted(two)
     assert max(abs(one[s] - two[s]) for s in one) < 1e-4
 
@@ -176,13 +176,13 @@ def test_preflight_refuses_what_cannot_fit_and_names_the_fix():
 
 
 def test_the_program_refuses_before_training(tmp_path):
-    shards = _shards(tmp_path / "data")
-    config = _config(tmp_path, "big", shards, batch_size=4)
+    shards = make_shards(tmp_path / "data")
+    config = write_train_config(tmp_path, "big", shards, batch_size=4)
     raw = json.loads(config.read_text())
     raw["model"] |= {"dim": 8192, "n_layers": 48, "n_heads": 64, "ffn_dim": 28672, "context": 32}  # ~40B
     config.write_text(json.dumps(raw))
     p = subprocess.run([sys.executable, "-m", "model.pretrain.train", "--config", str(config)], check=False,
-                       capture_output=True, text=True, timeout=300, env=_env())
+                       capture_output=True, text=True, timeout=300, env=train_env())
     assert p.returncode == 4 and "DOES NOT FIT" in p.stderr
     assert not ckpt.all_checkpoints(tmp_path / "big")
 
@@ -208,11 +208,11 @@ def test_activation_checkpointing_gives_the_same_gradients():
 def test_fsdp2_on_two_gloo_processes_matches_ddp_and_resumes(tmp_path):
     """FSDP2 (fully_shard) computes what DDP computes, and its checkpoints (full state
     dicts) resume exactly, here on CPU with gloo."""
-    shards = _shards(tmp_path / "data")
+    shards = make_shards(tmp_path / "data")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    _run(_config(tmp_path, "ddp", shards, steps=12, batch_size=2, checkpoint_every=6), *torchrun)
-    _run(_config(tmp_path, "fsdp", shards, steps=12, batch_size=2, checkpoint_every=6, fsdp=True), *torchrun)
-    ddp, fsdp = _losses(tmp_path / "ddp"), _losses(tmp_path / "fsdp")
+    _run(write_train_config(tmp_path, "ddp", shards, steps=12, batch_size=2, checkpoint_every=6), *torchrun)
+    _run(write_train_config(tmp_path, "fsdp", shards, steps=12, batch_size=2, checkpoint_every=6, fsdp=True), *torchrun)
+    ddp, fsdp = losses_of(tmp_path / "ddp"), losses_of(tmp_path / "fsdp")
     assert sorted(fsdp) == list(range(1, 13))
     assert max(abs(ddp[s] - fsdp[s]) for s in ddp) < 1e-4
     # resume FSDP from its step-6 checkpoint: the same losses after it (step 10's, the best
@@ -222,16 +222,16 @@ def test_fsdp2_on_two_gloo_processes_matches_ddp_and_resumes(tmp_path):
     for later in [c for c in ckpt.all_checkpoints(tmp_path / "fsdp") if c.step > 6]:
         shutil.rmtree(later.path)
     (tmp_path / "fsdp" / "metrics.jsonl").unlink()
-    _run(_config(tmp_path, "fsdp", shards, steps=12, batch_size=2, checkpoint_every=6, fsdp=True), *torchrun)
-    resumed = _losses(tmp_path / "fsdp")
+    _run(write_train_config(tmp_path, "fsdp", shards, steps=12, batch_size=2, checkpoint_every=6, fsdp=True), *torchrun)
+    resumed = losses_of(tmp_path / "fsdp")
     assert sorted(resumed) == list(range(7, 13))
     assert max(abs(resumed[s] - fsdp[s]) for s in resumed) < 1e-6
 
 
 def test_muon_trains(tmp_path):
-    shards = _shards(tmp_path / "data")
-    _run(_config(tmp_path, "muon", shards, optimizer="muon", muon_lr=0.02))
-    losses = _losses(tmp_path / "muon")
+    shards = make_shards(tmp_path / "data")
+    _run(write_train_config(tmp_path, "muon", shards, optimizer="muon", muon_lr=0.02))
+    losses = losses_of(tmp_path / "muon")
     assert losses[30] < losses[1] - 0.5
     state = torch.load(ckpt.latest(tmp_path / "muon").path / "optimizer.pt", weights_only=True)
     assert set(state) == {"muon", "adamw"}
@@ -241,10 +241,10 @@ def test_muon_trains(tmp_path):
 # enough to memorise: two training documents of a bigram chain with 50% noise. Validation
 # loss falls while the model learns the chain (to step 10), then rises as it memorises noise.
 def _tiny_corpus(root: Path) -> list[str]:
-    return _shards(root, 1, docs=(2, 4), length=80, noise=0.5, seed=1, names=("tiny",))
+    return make_shards(root, 1, docs=(2, 4), length=80, noise=0.5, seed=1, names=("tiny",))
 
 
-def _train_in_process(tmp: Path, out: str, shards: list[str], **train) -> Path:
+def train_in_process(tmp: Path, out: str, shards: list[str], **train) -> Path:
     from model.core.config import ModelConfig, TrainConfig
     from model.pretrain.train import train as run
 
@@ -255,20 +255,20 @@ def _train_in_process(tmp: Path, out: str, shards: list[str], **train) -> Path:
     return tmp / out
 
 
-def _events(out: Path, kind: str) -> list[dict]:
+def events_of(out: Path, kind: str) -> list[dict]:
     return [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if r["event"] == kind]
 
 
 def _evals(out: Path) -> dict[int, float]:
-    return {r["step"]: r["val_loss"] for r in _events(out, "step") if "val_loss" in r}
+    return {r["step"]: r["val_loss"] for r in events_of(out, "step") if "val_loss" in r}
 
 
 def test_early_stopping_stops_and_records_the_best_checkpoint(tmp_path):
-    from stages.training.pretrain import ended
+    from stages.training.runs import ended
 
     shards = _tiny_corpus(tmp_path / "data")
-    out = _train_in_process(tmp_path, "es", shards, keep_checkpoints=1)
-    (stop,) = _events(out, "early_stop")
+    out = train_in_process(tmp_path, "es", shards, keep_checkpoints=1)
+    (stop,) = events_of(out, "early_stop")
     evals = _evals(out)
     best_step = min(evals, key=evals.get)
     assert stop["step"] < 80 and max(evals) == stop["step"]
@@ -286,15 +286,15 @@ def test_early_stopping_stops_and_records_the_best_checkpoint(tmp_path):
     assert f"best step {best_step}" in end.early_stop
     assert ended(out, 80, 0) is None and ended(out, 80, 10) is None  # off, or more patience: train on
     # a re-run stops at once, at the same step, training nothing
-    _train_in_process(tmp_path, "es", shards, keep_checkpoints=1)
-    assert max(_evals(out)) == stop["step"] and [e["step"] for e in _events(out, "early_stop")] == [stop["step"]] * 2
+    train_in_process(tmp_path, "es", shards, keep_checkpoints=1)
+    assert max(_evals(out)) == stop["step"] and [e["step"] for e in events_of(out, "early_stop")] == [stop["step"]] * 2
 
 
 def test_early_stop_resume_after_a_crash_stops_at_the_same_step(tmp_path, monkeypatch):
     shards = _tiny_corpus(tmp_path / "data")
-    straight = _train_in_process(tmp_path, "straight", shards)
-    (stop,) = _events(straight, "early_stop")
-    saved = [e["step"] for e in _events(straight, "checkpoint")]
+    straight = train_in_process(tmp_path, "straight", shards)
+    (stop,) = events_of(straight, "early_stop")
+    saved = [e["step"] for e in events_of(straight, "checkpoint")]
     crash_at = next(s for s in saved if stop["best_step"] < s < stop["step"])  # evals_since_best > 0 there
 
     import model.pretrain.train
@@ -309,14 +309,14 @@ def test_early_stop_resume_after_a_crash_stops_at_the_same_step(tmp_path, monkey
 
     monkeypatch.setattr(model.pretrain.train.ckpt, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
-        _train_in_process(tmp_path, "crashed", shards)
+        train_in_process(tmp_path, "crashed", shards)
     monkeypatch.setattr(model.pretrain.train.ckpt, "save", real_save)
-    crashed = _train_in_process(tmp_path, "crashed", shards)
-    assert [e["step"] for e in _events(crashed, "resume")] == [crash_at]
-    (again,) = _events(crashed, "early_stop")
+    crashed = train_in_process(tmp_path, "crashed", shards)
+    assert [e["step"] for e in events_of(crashed, "resume")] == [crash_at]
+    (again,) = events_of(crashed, "early_stop")
     assert {k: again[k] for k in ("step", "best_step", "best_val_loss")} == \
         {k: stop[k] for k in ("step", "best_step", "best_val_loss")}
-    assert _evals(crashed) == _evals(straight) and _losses(crashed) == _losses(straight)
+    assert _evals(crashed) == _evals(straight) and losses_of(crashed) == losses_of(straight)
     assert json.loads((crashed / "best.json").read_text())["stopped_at"] == stop["step"]
 
 
@@ -330,9 +330,9 @@ def test_rotation_keeps_the_protected_best(tmp_path):
 
 
 def test_patience_0_never_stops(tmp_path):
-    out = _train_in_process(tmp_path, "off", _tiny_corpus(tmp_path / "data"), steps=24, early_stop_patience=0)
+    out = train_in_process(tmp_path, "off", _tiny_corpus(tmp_path / "data"), steps=24, early_stop_patience=0)
     evals = _evals(out)
-    assert not _events(out, "early_stop") and max(evals) == 24
+    assert not events_of(out, "early_stop") and max(evals) == 24
     best = json.loads((out / "best.json").read_text())  # the best is still named, for the stages
     assert best["step"] == min(evals, key=evals.get) < 24 and best["stopped_at"] is None and best["last_step"] == 24
     assert ckpt.latest(out).step == 24

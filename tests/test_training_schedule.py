@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 from dagster._core.test_utils import create_run_for_test
 
-from assets.automation import train_on_new_data
+from assets.operations.automation import train_on_new_data
 from resources import CorpusStorage, YunqueSettings
 
 

@@ -1,4 +1,4 @@
-"""The CLI's environment: telemetry off (`stages.store.env`), and one home for Yunque's outputs
+"""The CLI's environment: telemetry off (`resources.telemetry`), and one home for Yunque's outputs
 and the Dagster instance."""
 
 import hashlib
@@ -6,7 +6,8 @@ import os
 import sys
 from pathlib import Path
 
-from stages.store.env import TELEMETRY_OFF, apply, home, home_url
+from resources.telemetry import TELEMETRY_OFF, apply
+from stages.store.location import home, home_url
 
 __all__ = ["POSTGRES_URL", "TELEMETRY_OFF", "apply", "home", "home_url", "use_home"]
 

@@ -36,7 +36,7 @@ from model.post.config import PostRun, StageConfig
 from model.post.replay import Replay, off_summary
 
 
-def _optimizer(module: torch.nn.Module, cfg: StageConfig, fused: bool) -> torch.optim.AdamW:
+def build_optimizer(module: torch.nn.Module, cfg: StageConfig, fused: bool) -> torch.optim.AdamW:
     params = [p for p in module.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     rest = [p for p in params if p.dim() < 2]
@@ -83,7 +83,7 @@ def _train(run: PostRun, cfg: StageConfig, d: parallel.Dist, out: Path, report: 
            **stage.plan(), **(replay.plan(cfg) if replay else {"replay": 0.0}))
     module = stage.module
     last, step, last_metrics = ckpt.latest(out), 0, {}
-    opt = _optimizer(module, cfg, fused=d.device.type == "cuda")
+    opt = build_optimizer(module, cfg, fused=d.device.type == "cuda")
     if last is not None:
         ckpt.load_weights(last, loaded.model)
         stage.load_heads(ckpt.load_heads(last))

@@ -26,6 +26,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -43,6 +44,9 @@ from model.pretrain.divergence import Detector, Verdict
 from model.pretrain.early_stop import EarlyStop
 from model.pretrain.train_data import Corpus, evaluate, loader_sources, lr_for, make_loader
 
+if TYPE_CHECKING:
+    from model.core.chat import ChatTokenizer
+
 
 class TrainingStopped(RuntimeError):
     pass
@@ -57,178 +61,345 @@ def train(cfg: TrainConfig, mcfg: ModelConfig) -> dict:
 
 
 def _train(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, report: Reporter) -> dict:
-    accum = cfg.micro_steps(d.world)
+    """A training run: its plan, the model built or resumed, steps to the last one or an
+    early stop, and the final records."""
     dtype = precision.resolve(cfg.dtype, d.device)  # the run's identity keeps cfg.dtype ("auto")
+    budget = _plan(cfg, mcfg, d, dtype, report)
+    run = _Run(cfg, mcfg, d, out, report, dtype)
+    while run.step < cfg.steps and not run.stopper.should_stop:
+        lr = run.set_lr()
+        loss, grad_norm = run.forward_backward()
+        if not run.update(loss, grad_norm):
+            continue  # rolled back: the step is taken again from the earlier checkpoint
+        run.advance(loss, lr, grad_norm)
+        improved = run.validate()
+        run.evaluate_downstream()
+        report(event="step", **run.metrics)
+        run.checkpoint(improved)
+    return run.finish(budget)
+
+
+def _plan(cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, dtype: str, report: Reporter) -> preflight.Plan:
+    """The run's memory and token plan, reported, and refused (train.preflight) when it cannot
+    fit: before the model and the loader exist, so that such a run never allocates them."""
     if warning := precision.emulated_warning(cfg.dtype, d.device):
         report(event="warning", message=warning)
     corpus = Corpus.read(cfg.shards)
     sources = loader_sources(cfg)
-    # before the model exists (and the loader): a run that cannot fit must not allocate it first
-    budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=accum,
+    budget = preflight.plan(mcfg, batch_size=cfg.batch_size, seq_len=cfg.seq_len, grad_accum=cfg.micro_steps(d.world),
                             world_size=d.world, dtype=dtype, device=str(d.device), train_tokens=corpus.train_tokens,
                             activation_checkpointing=cfg.activation_checkpointing, fsdp=cfg.fsdp,
                             steps=cfg.steps - cfg.start_step, sources=source_tokens(sources or []))
     report(event="plan", summary=budget.summary(), **budget.to_dict())
     if cfg.preflight:
         preflight.check(budget)
-    peak, peak_source = flops.peak_flops(d.device, dtype)
-    flops_per_step = flops.flops_per_token(mcfg, cfg.seq_len) * cfg.batch_size * cfg.seq_len * accum * d.world
-    peak_total = peak * (d.world if d.device.type == "cuda" else 1)  # CPU ranks share one machine
-    torch.manual_seed(cfg.seed)
-    model = GPT(mcfg).to(d.device)
-    model.activation_checkpointing = cfg.activation_checkpointing
-    sync = CheckpointSync(cfg, mcfg, d, out, lambda m: report(event="warning", message=m))
-    last, state, init = sync.resume_point(), None, None  # the same checkpoint on every rank and node
-    if last is not None:  # weights go in before FSDP shards them; a continued run resumes from its own
-        ckpt.load_weights(last, model)
-        optim_state, state = ckpt.load_training_state(last)
-    elif cfg.init_from:
-        init = _init_checkpoint(cfg)
-        ckpt.load_weights(init, model)
-    wrapped = parallel.wrap(model, cfg, d)
-    # A continued run keeps the weights, not the optimizer state: the old moments describe
-    # the end of a schedule decayed to min_lr on the old data, while the new segment
-    # re-warms to the peak rate on shifted data. Fresh moments, bias-corrected from zero
-    # during the re-warmup, are the usual continued-pretraining recipe, and any optimizer's
-    # checkpoint (AdamW or Muon) can then be continued.
-    opt = optim.build(model, cfg, fused=d.device.type == "cuda")
-    loader = make_loader(cfg, d)
-    step, tokens_seen, last_metrics = cfg.start_step, 0, {}
-    stopper = EarlyStop(cfg.early_stop_patience, cfg.early_stop_min_delta)
-    detector = Detector(cfg.spike_factor, cfg.spike_window, cfg.spike_patience)
-    # the bad steps and rollbacks so far, the learning rate's scale after them, and the
-    # batches the loader has given (a corrupted batch is known by its ordinal: faults)
-    div = {"bad_steps": 0, "rollbacks": [], "lr_scale": 1.0, "batches": 0}
-    if init is not None:  # tokens_seen counts the model's whole life
-        tokens_seen = init.state().get("tokens_seen", 0)
-        report(event="continue", step=step, checkpoint=str(init.path), steps=cfg.steps, tokens_seen=tokens_seen,
-               sources=getattr(loader, "names", []))
-    if state is not None:
-        parallel.load_optimizer(model, opt, optim_state, cfg, d)
-        loader.load_state_dict(state["loader"])
-        step, tokens_seen = state["step"], state["tokens_seen"]
-        last_metrics = state.get("metrics", {})
-        stopper.load_state_dict(state.get("early_stop"))
-        detector.load_state_dict(state.get("detector"))
-        div |= state.get("divergence", {})
-        report(event="resume", step=step, checkpoint=str(last.path))
-    step_fn = parallel.compile_if_asked(wrapped, cfg, d, lambda m: report(event="warning", message=m))
-    start_step = step
-    tokens_per_step = cfg.batch_size * cfg.seq_len * accum * d.world
-    report(event="start", step=step, parameters=model.num_params(), tokens_per_step=tokens_per_step, grad_accum=accum,
-           world_size=d.world, device=str(d.device), dtype=dtype, fsdp=parallel.sharded(cfg), peak_flops=peak,
-           peak_source=peak_source,
-           config=dataclasses.asdict(cfg), model=dataclasses.asdict(mcfg))
-    t0 = time.perf_counter()
-    probe = (start_step + 1, start_step + 1 + cfg.warmup_probe_steps)  # the first step pays for compilation
-    t_probe, final = None, last  # the checkpoint this run ends on (resumed at the end: the one loaded)
-    bad_batches = faults.bad_batches()
-    watch = _downstream(cfg, d, report)
-    eval_total = 0.0  # seconds of downstream evaluation in this process
-    while step < cfg.steps and not stopper.should_stop:
-        opt.set_lr_factor(div["lr_scale"] * lr_for(cfg, step) / cfg.lr)
-        lr = opt.param_groups[0]["lr"]
+    return budget
+
+
+@dataclasses.dataclass
+class DivergenceState:
+    """The bad steps and rollbacks so far, the learning rate's scale after them, and the batches
+    drawn (faults knows a corrupted batch by its ordinal). Checkpointed, so that a resumed
+    run goes on at the same rate past the same batches."""
+
+    bad_steps: int = 0
+    rollbacks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    lr_scale: float = 1.0
+    batches: int = 0
+
+    @classmethod
+    def from_state(cls, saved: dict[str, Any]) -> DivergenceState:
+        """From a checkpoint's `divergence` (an older one may lack some fields)."""
+        return cls(**{f.name: saved[f.name] for f in dataclasses.fields(cls) if f.name in saved})
+
+    def state(self) -> dict[str, Any]:
+        """A copy in plain JSON types, as a checkpoint's state.json holds it."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+
+@dataclasses.dataclass
+class DownstreamWatch:
+    """The evaluations during training: the QA pairs and prompts they score, the tokenizer
+    (loaded at the first one: a rank or run that reaches none never loads it), and the
+    seconds they have taken in this process."""
+
+    tokenizer_dir: str
+    pairs: list[dict[str, Any]]
+    prompts: tuple[str, ...]
+    tokenizer: ChatTokenizer | None = None
+    seconds: float = 0.0
+
+    def evaluate(self, model: GPT, cfg: TrainConfig) -> dict[str, Any]:
+        """One evaluation's step metrics (`eval_*`, model.pretrain.downstream)."""
+        if self.tokenizer is None:
+            from model.core.chat import ChatTokenizer
+
+            self.tokenizer = ChatTokenizer(self.tokenizer_dir)
+        row = downstream.during_training(model, self.tokenizer, self.pairs, self.prompts, cfg.downstream_tokens,
+                                         cfg.seed)
+        self.seconds += row["eval_seconds"]
+        return row
+
+
+@dataclasses.dataclass
+class Pace:
+    """This process's throughput since its first step, and the time estimate measured over
+    the `probe_steps` after that one (the first step pays for compilation)."""
+
+    start_step: int
+    steps: int
+    probe_steps: int
+    tokens_per_step: int
+    flops_per_step: float
+    peak_flops: float  # of all ranks together
+    peak_source: str
+    t0: float = 0.0
+    t_probe: float | None = None
+
+    def measure(self, step: int) -> tuple[dict[str, float], dict[str, Any] | None]:
+        """The speed measures of `step`, just finished, and the estimate record when the probe
+        ends there (else None)."""
+        now = time.perf_counter()
+        elapsed = now - self.t0
+        if step == self.start_step + 1:
+            self.t_probe = now
+        tps = (step - self.start_step) * self.tokens_per_step / elapsed
+        speed = {"elapsed_s": round(elapsed, 3), "tokens_per_s": round(tps, 1),
+                 "mfu": round(tps / self.tokens_per_step * self.flops_per_step / self.peak_flops, 4),
+                 "eta_s": round(elapsed / (step - self.start_step) * (self.steps - step), 1)}
+        if not (self.probe_steps > 0 and step == self.start_step + 1 + self.probe_steps and self.t_probe is not None):
+            return speed, None
+        sec = (now - self.t_probe) / self.probe_steps
+        return speed, {"probe_steps": self.probe_steps, "seconds_per_step": sec, "steps": self.steps,
+                       "estimated_total_s": (now - self.t0) + sec * (self.steps - step),
+                       "tokens_per_s": self.tokens_per_step / sec, "mfu": self.flops_per_step / sec / self.peak_flops,
+                       "peak_flops": self.peak_flops, "peak_source": self.peak_source}
+
+
+class _Run:
+    """A training run's parts and its position: the step, the tokens seen, the last step's
+    metrics and the checkpoint the run would end on. Its methods are the steps of `_train`."""
+
+    def __init__(self, cfg: TrainConfig, mcfg: ModelConfig, d: parallel.Dist, out: Path, report: Reporter,
+                 dtype: str):
+        self.cfg, self.mcfg, self.d, self.out, self.report = cfg, mcfg, d, out, report
+        self.accum = cfg.micro_steps(d.world)
+        peak, peak_source = flops.peak_flops(d.device, dtype)
+        torch.manual_seed(cfg.seed)
+        self.model = GPT(mcfg).to(d.device)
+        self.model.activation_checkpointing = cfg.activation_checkpointing
+        self.sync = CheckpointSync(cfg, mcfg, d, out, self._warn)
+        last, saved, init = self.sync.resume_point(), None, None  # the same checkpoint on every rank and node
+        if last is not None:  # weights go in before FSDP shards them; a continued run resumes from its own
+            ckpt.load_weights(last, self.model)
+            saved = ckpt.load_training_state(last)  # restores the RNG too: right after the weights
+        elif cfg.init_from:
+            init = _init_checkpoint(cfg)
+            ckpt.load_weights(init, self.model)
+        self.wrapped = parallel.wrap(self.model, cfg, d)
+        # A continued run keeps the weights, not the optimizer state: the old moments describe
+        # the end of a schedule decayed to min_lr on the old data, while the new segment
+        # re-warms to the peak rate on shifted data. Fresh moments, bias-corrected from zero
+        # during the re-warmup, are the usual continued-pretraining recipe, and any optimizer's
+        # checkpoint (AdamW or Muon) can then be continued.
+        self.opt = optim.build(self.model, cfg, fused=d.device.type == "cuda")
+        self.loader = make_loader(cfg, d)
+        self.step, self.tokens_seen, self.metrics = cfg.start_step, 0, {}
+        self.final = last  # the checkpoint this run ends on (resumed at the end: the one loaded)
+        self.stopper = EarlyStop(cfg.early_stop_patience, cfg.early_stop_min_delta)
+        self.detector = Detector(cfg.spike_factor, cfg.spike_window, cfg.spike_patience)
+        self.div = DivergenceState()
+        if init is not None:
+            self._continue(init)
+        if last is not None and saved is not None:
+            self._resume(last, *saved)
+        self.step_fn = parallel.compile_if_asked(self.wrapped, cfg, d, self._warn)
+        self.pace = self._start(dtype, peak, peak_source)
+        self.bad_batches = faults.bad_batches()
+        self.watch = _downstream(cfg, d, report)
+
+    def _warn(self, message: str) -> None:
+        self.report(event="warning", message=message)
+
+    def _start(self, dtype: str, peak: float, peak_source: str) -> Pace:
+        """Report the start; the clock of this process's steps runs from here."""
+        cfg, mcfg, d = self.cfg, self.mcfg, self.d
+        tokens_per_step = cfg.batch_size * cfg.seq_len * self.accum * d.world
+        flops_per_step = flops.flops_per_token(mcfg, cfg.seq_len) * cfg.batch_size * cfg.seq_len * self.accum * d.world
+        peak_total = peak * (d.world if d.device.type == "cuda" else 1)  # CPU ranks share one machine
+        pace = Pace(self.step, cfg.steps, cfg.warmup_probe_steps, tokens_per_step, flops_per_step, peak_total,
+                    peak_source)
+        self.report(event="start", step=self.step, parameters=self.model.num_params(), tokens_per_step=tokens_per_step,
+                    grad_accum=self.accum, world_size=d.world, device=str(d.device), dtype=dtype,
+                    fsdp=parallel.sharded(cfg), peak_flops=peak, peak_source=peak_source,
+                    config=dataclasses.asdict(cfg), model=dataclasses.asdict(mcfg))
+        pace.t0 = time.perf_counter()
+        return pace
+
+    def _continue(self, init: ckpt.Checkpoint) -> None:
+        """Start a continued run from another run's checkpoint: tokens_seen counts the model's
+        whole life."""
+        self.tokens_seen = init.state().get("tokens_seen", 0)
+        self.report(event="continue", step=self.step, checkpoint=str(init.path), steps=self.cfg.steps,
+                    tokens_seen=self.tokens_seen, sources=getattr(self.loader, "names", []))
+
+    def _resume(self, last: ckpt.Checkpoint, optim_state: dict, state: dict) -> None:
+        """Go on from this run's own checkpoint, exactly where it was saved."""
+        parallel.load_optimizer(self.model, self.opt, optim_state, self.cfg, self.d)
+        self.loader.load_state_dict(state["loader"])
+        self._restore(state)
+        self.div = DivergenceState.from_state(state.get("divergence", {}))
+        self.report(event="resume", step=self.step, checkpoint=str(last.path))
+
+    def _restore(self, state: dict) -> None:
+        """The position, early stopping and spike detection of a checkpoint's training state."""
+        self.step, self.tokens_seen = state["step"], state["tokens_seen"]
+        self.metrics = state.get("metrics", {})
+        self.stopper.load_state_dict(state.get("early_stop"))
+        self.detector.load_state_dict(state.get("detector"))
+
+    def set_lr(self) -> float:
+        """Set the step's learning rate: the schedule's, scaled down after rollbacks."""
+        self.opt.set_lr_factor(self.div.lr_scale * lr_for(self.cfg, self.step) / self.cfg.lr)
+        return self.opt.param_groups[0]["lr"]
+
+    def forward_backward(self) -> tuple[float, float]:
+        """Accumulate the step's gradients over its micro-batches; its loss (the mean over
+        ranks) and gradient norm (before clipping)."""
+        cfg, d = self.cfg, self.d
         loss_sum = torch.zeros((), device=d.device)
-        for micro in range(accum):
-            x, y = loader.next_batch()
-            div["batches"] += 1
-            with parallel.no_sync(wrapped, cfg, d, micro == accum - 1), autocast(cfg.dtype, d.device):
-                _, loss = step_fn(x.to(d.device), y.to(d.device))
-                loss = faults.corrupt(loss, div["batches"], bad_batches)
-                (loss / accum).backward()
-            loss_sum += loss.detach() / accum
+        for micro in range(self.accum):
+            x, y = self.loader.next_batch()
+            self.div.batches += 1
+            with parallel.no_sync(self.wrapped, cfg, d, micro == self.accum - 1), autocast(cfg.dtype, d.device):
+                _, loss = self.step_fn(x.to(d.device), y.to(d.device))
+                loss = faults.corrupt(loss, self.div.batches, self.bad_batches)
+                (loss / self.accum).backward()
+            loss_sum += loss.detach() / self.accum
         if d.world > 1:  # the mean over ranks (gloo has no AVG)
             dist.all_reduce(loss_sum)
             loss_sum /= d.world
         loss_value = loss_sum.item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-        verdict = detector.check(step + 1, loss_value, grad_norm)  # the same on every rank: loss and norm are global
-        if verdict is not None:
-            div["bad_steps"] += 1
-            action = _action(cfg, verdict, div)
-            report(event="bad_step", step=step + 1, loss=loss_value, grad_norm=grad_norm, problem=verdict.problem,
-                   action=action)
-            if action == "stop":
-                raise TrainingStopped(f"step {step + 1}: {verdict.problem}; " + (
-                    f"{len(div['rollbacks'])} rollbacks already (train.max_rollbacks)" if div["rollbacks"] else
-                    "set train.on_nonfinite to skip or rollback to go on, or lower the learning rate"))
-            if action == "rollback":
-                opt.zero_grad(set_to_none=True)
-                back = _rollback(out, model, opt, cfg, d, step + 1, verdict, div)
-                step, tokens_seen, last_metrics = back["step"], back["tokens_seen"], back.get("metrics", {})
-                stopper.load_state_dict(back.get("early_stop"))
-                detector.load_state_dict(back.get("detector"))
-                report(event="rollback", **div["rollbacks"][-1])
-                state_now = _train_state(loader, tokens_seen, last_metrics, cfg, mcfg, sync, stopper, detector, div)
-                final = _resave(out, step, model, opt, cfg, mcfg, d, state_now, stopper, sync, final)
-                continue
-            if action == "warn":
-                opt.step()
-            opt.zero_grad(set_to_none=True)
-        else:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        step += 1
-        tokens_seen += tokens_per_step
-        now = time.perf_counter()
-        elapsed = now - t0
-        if step == probe[0]:
-            t_probe = now
-        tps = (step - start_step) * tokens_per_step / elapsed
-        last_metrics = {"step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
-                        "bad_steps": div["bad_steps"], "rollbacks": len(div["rollbacks"]),
-                        "tokens_seen": tokens_seen, "elapsed_s": round(elapsed, 3), "tokens_per_s": round(tps, 1),
-                        "mfu": round(tps / tokens_per_step * flops_per_step / peak_total, 4),
-                        "eta_s": round(elapsed / (step - start_step) * (cfg.steps - step), 1), "time": time.time()}
-        if cfg.warmup_probe_steps > 0 and step == probe[1] and t_probe is not None:
-            sec = (now - t_probe) / cfg.warmup_probe_steps
-            report(event="estimate", probe_steps=cfg.warmup_probe_steps, seconds_per_step=sec, steps=cfg.steps,
-                   estimated_total_s=(now - t0) + sec * (cfg.steps - step), tokens_per_s=tokens_per_step / sec,
-                   mfu=flops_per_step / sec / peak_total, peak_flops=peak_total,
-                   peak_source=peak_source)
-        improved = False
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            last_metrics |= evaluate(wrapped, cfg, d)
-            improved = stopper.update(step, last_metrics.get("val_loss"))
-        # rank 0 alone: the other ranks wait at the next collective
-        if watch is not None and d.main and step % cfg.downstream_every == 0:
-            if isinstance(watch[0], str):  # the tokenizer, loaded when first needed
-                from model.core.chat import ChatTokenizer
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        return loss_value, float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
 
-                watch = (ChatTokenizer(watch[0]), *watch[1:])
-            row = downstream.during_training(model, *watch, cfg.downstream_tokens, cfg.seed)
-            eval_total += row["eval_seconds"]
-            last_metrics |= row | {"eval_time_share": round(eval_total / (time.perf_counter() - t0), 4)}
-        report(event="step", **last_metrics)
-        # a new best is checkpointed at its step, and so is an early stop (to inspect or resume)
-        if step % cfg.checkpoint_every == 0 or step == cfg.steps or improved or stopper.should_stop:
-            weights, optim_state = parallel.full_state(model, opt, cfg, d)
-            if d.main:
-                saved = ckpt.save(out, step, weights, optim_state,
-                                  _train_state(loader, tokens_seen, last_metrics, cfg, mcfg, sync, stopper, detector,
-                                               div),
-                                  keep=cfg.keep_checkpoints, tied=mcfg.tie_embeddings,
-                                  tokenizer=cfg.tokenizer or None, protect=stopper.protected())
-                report(event="checkpoint", step=step, path=str(saved.path), best=improved)
-                stopper.write(out, step)
-                sync.publish(saved, stopper.protected())  # before the barrier: no rank runs ahead of a copy others may need
-                final = saved
-            if d.world > 1:
-                dist.barrier()
-    if stopper.should_stop:  # now, or already at the checkpoint this run resumed from
-        stopper.stopped_at = step
-        report(event="early_stop", step=step, best_step=stopper.best_step, best_val_loss=stopper.best_val,
-               patience=cfg.early_stop_patience, evals_since_best=stopper.evals_since_best)
-    if d.main and final is not None:
-        stopper.write(out, final.step)
-    if d.device.type == "cuda":  # what the plan estimated, against what the allocator held at most
-        last_metrics |= {"peak_memory_bytes": torch.cuda.max_memory_allocated(d.device),
-                         "planned_memory_bytes": budget.total_bytes}
-    # the path of the checkpoint just written, not ckpt.latest(): that would hash every file again
-    report(event="done", **last_metrics)
-    report.materialize(_final_metadata(last_metrics, model.num_params(), d, final, stopper, out, cfg.steps, div))
-    return last_metrics
+    def update(self, loss: float, grad_norm: float) -> bool:
+        """Apply the step's gradients, or act on a bad step (model.pretrain.divergence).
+        False when the run rolled back instead: the step does not count."""
+        # the same verdict on every rank: loss and norm are global
+        verdict = self.detector.check(self.step + 1, loss, grad_norm)
+        if verdict is None:
+            self.opt.step()
+        else:
+            action = self._bad_step(verdict, loss, grad_norm)
+            if action == "rollback":
+                self.opt.zero_grad(set_to_none=True)
+                self._roll_back(verdict)
+                return False
+            if action == "warn":
+                self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return True
+
+    def _bad_step(self, verdict: Verdict, loss: float, grad_norm: float) -> str:
+        """Record a bad step and choose what to do about it; a stop raises TrainingStopped."""
+        self.div.bad_steps += 1
+        action = _action(self.cfg, verdict, self.div)
+        self.report(event="bad_step", step=self.step + 1, loss=loss, grad_norm=grad_norm, problem=verdict.problem,
+                    action=action)
+        if action == "stop":
+            raise TrainingStopped(f"step {self.step + 1}: {verdict.problem}; " + (
+                f"{len(self.div.rollbacks)} rollbacks already (train.max_rollbacks)" if self.div.rollbacks else
+                "set train.on_nonfinite to skip or rollback to go on, or lower the learning rate"))
+        return action
+
+    def _roll_back(self, verdict: Verdict) -> None:
+        """Go back to the last checkpoint from before the trouble, and write it again with the
+        loader past the skipped batches and the rollback recorded: a run killed now resumes
+        exactly as it goes on."""
+        self._restore(_rollback(self.out, self.model, self.opt, self.cfg, self.d, self.step + 1, verdict, self.div))
+        self.report(event="rollback", **self.div.rollbacks[-1])
+        self._save(best=None)
+
+    def advance(self, loss: float, lr: float, grad_norm: float) -> None:
+        """Count the step just taken and set its metrics; the time estimate when the probe ends."""
+        self.step += 1
+        self.tokens_seen += self.pace.tokens_per_step
+        speed, estimate = self.pace.measure(self.step)
+        self.metrics = {"step": self.step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
+                        "bad_steps": self.div.bad_steps, "rollbacks": len(self.div.rollbacks),
+                        "tokens_seen": self.tokens_seen, **speed, "time": time.time()}
+        if estimate is not None:
+            self.report(event="estimate", **estimate)
+
+    def validate(self) -> bool:
+        """Validation at every eval_every steps and the last; whether it is a new best."""
+        if self.step % self.cfg.eval_every and self.step != self.cfg.steps:
+            return False
+        self.metrics |= evaluate(self.wrapped, self.cfg, self.d)
+        return self.stopper.update(self.step, self.metrics.get("val_loss"))
+
+    def evaluate_downstream(self) -> None:
+        """The downstream evaluations, every downstream_every steps, on rank 0 alone (the other
+        ranks wait at the next collective)."""
+        if self.watch is None or not self.d.main or self.step % self.cfg.downstream_every:
+            return
+        row = self.watch.evaluate(self.model, self.cfg)
+        self.metrics |= row | {"eval_time_share": round(self.watch.seconds / (time.perf_counter() - self.pace.t0), 4)}
+
+    def checkpoint(self, improved: bool) -> None:
+        """Checkpoint every checkpoint_every steps and the last, and also a new best at its step
+        and an early stop (to inspect or resume)."""
+        cfg = self.cfg
+        if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps or improved or self.stopper.should_stop:
+            self._save(best=improved)
+
+    def _save(self, best: bool | None) -> None:
+        """Write the current step's checkpoint on rank 0 (the others wait at the barrier) and
+        record it with whether it is a new best; `best` None (a rollback's) records nothing."""
+        weights, optim_state = parallel.full_state(self.model, self.opt, self.cfg, self.d)
+        if self.d.main:
+            saved = ckpt.save(self.out, self.step, weights, optim_state, self._train_state(),
+                              keep=self.cfg.keep_checkpoints, tied=self.mcfg.tie_embeddings,
+                              tokenizer=self.cfg.tokenizer or None, protect=self.stopper.protected())
+            if best is not None:
+                self.report(event="checkpoint", step=self.step, path=str(saved.path), best=best)
+            self.stopper.write(self.out, self.step)
+            # before the barrier: no rank runs ahead of a copy others may need
+            self.sync.publish(saved, self.stopper.protected())
+            self.final = saved
+        if self.d.world > 1:
+            dist.barrier()
+
+    def _train_state(self) -> dict[str, Any]:
+        """What a checkpoint holds besides weights and optimizer: all a resume needs to go on
+        exactly as the run would have (the loader's position, the detector's window, the
+        rollbacks and the learning rate's scale after them)."""
+        return {"loader": self.loader.state_dict(), "tokens_seen": self.tokens_seen,
+                "tokens_per_source": _tokens_per_source(self.loader), "metrics": self.metrics,
+                "train_config": dataclasses.asdict(self.cfg), "model_config": dataclasses.asdict(self.mcfg),
+                "run_identity": self.sync.identity, "early_stop": self.stopper.state_dict(),
+                "detector": self.detector.state_dict(), "divergence": self.div.state()}
+
+    def finish(self, budget: preflight.Plan) -> dict:
+        """The final records: the early stop, the done record and the materialization; the
+        last metrics."""
+        cfg, d, stopper = self.cfg, self.d, self.stopper
+        if stopper.should_stop:  # now, or already at the checkpoint this run resumed from
+            stopper.stopped_at = self.step
+            self.report(event="early_stop", step=self.step, best_step=stopper.best_step,
+                        best_val_loss=stopper.best_val, patience=cfg.early_stop_patience,
+                        evals_since_best=stopper.evals_since_best)
+        if d.main and self.final is not None:
+            stopper.write(self.out, self.final.step)
+        if d.device.type == "cuda":  # what the plan estimated, against what the allocator held at most
+            self.metrics |= {"peak_memory_bytes": torch.cuda.max_memory_allocated(d.device),
+                             "planned_memory_bytes": budget.total_bytes}
+        # the path of the checkpoint just written, not ckpt.latest(): that would hash every file again
+        self.report(event="done", **self.metrics)
+        self.report.materialize(_final_metadata(self.metrics, self.model.num_params(), d, self.final, stopper,
+                                                self.out, cfg.steps, self.div))
+        return self.metrics
 
 
 def _init_checkpoint(cfg: TrainConfig) -> ckpt.Checkpoint:
@@ -248,23 +419,23 @@ def _tokens_per_source(loader: TokenWindows | MixtureWindows) -> dict[str, int]:
     return {}
 
 
-def _final_metadata(m: dict, params: int, d: parallel.Dist, final, stopper: EarlyStop, out: Path,
-                    steps: int, div: dict) -> dict:
+def _final_metadata(m: dict, params: int, d: parallel.Dist, final: ckpt.Checkpoint | None, stopper: EarlyStop,
+                    out: Path, steps: int, div: DivergenceState) -> dict:
     """`checkpoint`: the best one (what the stages consume), `last_checkpoint`: the last."""
     md = {k: m[k] for k in ("loss", "val_loss", "val_ppl", "val_bpb", "tokens_seen", "tokens_per_s", "mfu", "step",
                             "peak_memory_bytes", "planned_memory_bytes")
           if isinstance(m.get(k), (int, float))}
     md |= {"parameters": params, "world_size": d.world, "device": str(d.device)}
-    md |= {"bad_steps": div["bad_steps"], "rollbacks": len(div["rollbacks"])}
-    if div["rollbacks"]:
-        md["rollback_events"] = div["rollbacks"]
+    md |= {"bad_steps": div.bad_steps, "rollbacks": len(div.rollbacks)}
+    if div.rollbacks:
+        md["rollback_events"] = div.rollbacks
     return md | (stopper.metadata(out, final.path, steps) if final is not None else {})
 
 
-def _downstream(cfg: TrainConfig, d: parallel.Dist, report: Reporter) -> tuple | None:
-    """(tokenizer directory, QA pairs, prompts) for the evaluations during training, or
-    None when there are none (downstream_every 0 or beyond this run's steps, no tokenizer
-    beside the run, or FSDP: its shards make a forward pass of one rank alone impossible)."""
+def _downstream(cfg: TrainConfig, d: parallel.Dist, report: Reporter) -> DownstreamWatch | None:
+    """What the evaluations during training score, or None when there are none
+    (downstream_every 0 or beyond this run's steps, no tokenizer beside the run, or FSDP:
+    its shards make a forward pass of one rank alone impossible)."""
     if not cfg.downstream_every or not cfg.tokenizer:
         return None
     if parallel.sharded(cfg):
@@ -278,33 +449,22 @@ def _downstream(cfg: TrainConfig, d: parallel.Dist, report: Reporter) -> tuple |
     path = Path(cfg.downstream_qa) if cfg.downstream_qa else None
     pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
         if path is not None and path.is_file() else []
-    return cfg.tokenizer, pairs[:cfg.downstream_qa_pairs], SAMPLE_PROMPTS[:cfg.downstream_samples]
+    return DownstreamWatch(cfg.tokenizer, pairs[:cfg.downstream_qa_pairs], SAMPLE_PROMPTS[:cfg.downstream_samples])
 
 
-def _train_state(loader, tokens_seen: int, metrics: dict, cfg: TrainConfig, mcfg: ModelConfig, sync: CheckpointSync,
-                 stopper: EarlyStop, detector: Detector, div: dict) -> dict:
-    """What a checkpoint holds besides weights and optimizer: all a resume needs to go on
-    exactly as the run would have (the loader's position, the detector's window, the
-    rollbacks and the learning rate's scale after them)."""
-    return {"loader": loader.state_dict(), "tokens_seen": tokens_seen, "tokens_per_source": _tokens_per_source(loader),
-            "metrics": metrics, "train_config": dataclasses.asdict(cfg), "model_config": dataclasses.asdict(mcfg),
-            "run_identity": sync.identity, "early_stop": stopper.state_dict(), "detector": detector.state_dict(),
-            "divergence": json.loads(json.dumps(div))}
-
-
-def _action(cfg: TrainConfig, verdict: Verdict, div: dict) -> str:
+def _action(cfg: TrainConfig, verdict: Verdict, div: DivergenceState) -> str:
     """What to do about a bad step: the configured action, except that a non-finite step
     is never trained on (warn skips it) and rollbacks stop after max_rollbacks."""
     action = cfg.on_nonfinite
     if action == "warn" and verdict.nonfinite:
         return "skip"
-    if action == "rollback" and len(div["rollbacks"]) >= cfg.max_rollbacks:
+    if action == "rollback" and len(div.rollbacks) >= cfg.max_rollbacks:
         return "stop"
     return action
 
 
-def _rollback(out: Path, model: torch.nn.Module, opt, cfg: TrainConfig, d: parallel.Dist, step: int,
-              verdict: Verdict, div: dict) -> dict:
+def _rollback(out: Path, model: torch.nn.Module, opt: optim.Optimizers, cfg: TrainConfig, d: parallel.Dist,
+              step: int, verdict: Verdict, div: DivergenceState) -> dict:
     """Reload the weights and optimizer of the last checkpoint from before the trouble
     started; the loader stays where it is, past the batches of every step since that
     checkpoint (the ones that caused the spike among them). Checkpoints after it belong to
@@ -323,26 +483,11 @@ def _rollback(out: Path, model: torch.nn.Module, opt, cfg: TrainConfig, d: paral
         for c in ckpt.all_checkpoints(out):
             if c.step > to.step:
                 shutil.rmtree(c.path, ignore_errors=True)
-    div["lr_scale"] *= cfg.rollback_lr_factor
-    div["rollbacks"].append({"step": step, "to_step": to.step, "skipped_steps": step - to.step,
-                             "skipped_batches": (step - to.step) * cfg.micro_steps(d.world),
-                             "problem": verdict.problem, "lr_scale": div["lr_scale"]})
+    div.lr_scale *= cfg.rollback_lr_factor
+    div.rollbacks.append({"step": step, "to_step": to.step, "skipped_steps": step - to.step,
+                          "skipped_batches": (step - to.step) * cfg.micro_steps(d.world),
+                          "problem": verdict.problem, "lr_scale": div.lr_scale})
     return state
-
-
-def _resave(out: Path, step: int, model: torch.nn.Module, opt, cfg: TrainConfig, mcfg: ModelConfig,
-            d: parallel.Dist, state: dict, stopper: EarlyStop, sync: CheckpointSync, final):
-    """The checkpoint rolled back to, written again with the loader past the skipped
-    batches and the rollback recorded: a run killed now resumes exactly as it goes on."""
-    weights, optim_state = parallel.full_state(model, opt, cfg, d)
-    if d.main:
-        final = ckpt.save(out, step, weights, optim_state, state, keep=cfg.keep_checkpoints,
-                          tied=mcfg.tie_embeddings, tokenizer=cfg.tokenizer or None, protect=stopper.protected())
-        stopper.write(out, step)
-        sync.publish(final, stopper.protected())
-    if d.world > 1:
-        dist.barrier()
-    return final
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipelines.data.minhash import mix64
+from pipelines.data.dedup.minhash import mix64
 from pipelines.data.words import batch_words
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)  # odd: "a b" and "b a" hash apart

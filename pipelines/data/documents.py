@@ -21,6 +21,8 @@ DOC_FIELDS = [
     pa.field("text", pa.string()),
 ]
 DOC_SCHEMA = pa.schema(DOC_FIELDS)
+# what filtered_documents (and deduped_documents after it) store: the language ID rides along
+FILTERED_SCHEMA = pa.schema([*DOC_SCHEMA, pa.field("lang", pa.string()), pa.field("lang_score", pa.float32())])
 
 REJECT_SCHEMA = pa.schema(
     [

@@ -33,7 +33,7 @@ FORMAT = 1
 CHOICES = {"compare": ("a", "b", "tie", "both_bad"), "rate": ("up", "down")}
 ROLES = ("system", "user", "assistant")
 # Bounds on what one submission may hold: a page sends a conversation and two replies,
-# not a corpus; a larger body is refused before it is parsed (stages.serving.limits).
+# not a corpus; a larger body is refused before it is parsed (serving.limits).
 MAX_TEXT = 32_000  # characters in one message or answer
 MAX_MESSAGES = 64
 MAX_ID = 64

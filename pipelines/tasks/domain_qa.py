@@ -28,7 +28,7 @@ answered by its name line and first description paragraphs (its hard-wrapped lin
 re-joined into paragraphs first).
 
 A conversation (a support ticket as the reader writes one: its subject, then turns
-"Cliente: ...", "Agente: ...", pipelines/data/read_records.py) gives one pair in its own
+"Cliente: ...", "Agente: ...", pipelines/data/readers/records.py) gives one pair in its own
 words: the first turn is the question, the first reply of the speaker who answers most is
 the answer. Its subject is no heading to ask about ("Me han cobrado dos veces" is a
 complaint, not a topic), so a conversation gives no section pairs.

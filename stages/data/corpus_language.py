@@ -17,7 +17,7 @@ from itertools import islice
 from pipelines import languages
 from pipelines.config import CleanConfig, ReaderConfig
 from pipelines.data.documents import Document
-from pipelines.data.readers import iter_shard
+from pipelines.data.readers.shard import iter_shard
 
 
 @dataclass

@@ -56,14 +56,13 @@ from stages.data.domain_qa import (
     encoded_shards,
     heldout_pairs,
     order_key,
-    write_jsonl,
 )
-from stages.data.tokenizer import BATCH, TOKEN_SHARDS
+from stages.names import EVAL_CONTAMINATION, TOKEN_SHARDS
 from stages.store.keys import cache_key
-from stages.store.outputs import DataStore, StageStats
+from stages.store.outputs import BATCH, DataStore, StageStats, write_jsonl
 from stages.store.versions import CODE_VERSIONS
 
-ASSET = "eval_contamination"
+ASSET = EVAL_CONTAMINATION
 QA_FILE = "domain_qa.jsonl"
 STAGE = "decontamination"  # rejected_documents/<shard>/decontamination.parquet
 REASON = "eval_contamination"

@@ -1,7 +1,7 @@
 """Dedup stages: per-shard signatures, the whole-corpus index, per-shard deduped output.
 
 A new shard only needs its own signatures (with its LSH band keys as columns); the index
-is built band by band from those columns (`pipelines.data.dedup_index`), and extended
+is built band by band from those columns (`pipelines.data.dedup.index`), and extended
 rather than rebuilt when the only change is new shards. A shard's deduped output reads
 only its own rows of the index and is cached under a digest of *its own* decisions, so
 old shards whose decisions did not change are not rewritten when a new shard lands.
@@ -18,17 +18,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.data.dedup import batch_paragraphs, drop_lines, estimated_jaccard_pairs
-from pipelines.data.dedup_index import ShardInput, build_index, read_shard_rows
-from pipelines.data.documents import Rejection, rejections_table, text_bytes
-from pipelines.data.lsh_index import band_column, band_keys
-from pipelines.data.minhash import compute_signatures
+from pipelines.data.dedup.clusters import batch_paragraphs, drop_lines, estimated_jaccard_pairs
+from pipelines.data.dedup.index import ShardInput, build_index, read_shard_rows
+from pipelines.data.dedup.lsh_index import band_column, band_keys
+from pipelines.data.dedup.minhash import compute_signatures
+from pipelines.data.documents import FILTERED_SCHEMA, Rejection, rejections_table, text_bytes
 from stages.config import YunqueConfig
-from stages.data.ingest import FILTERED_SCHEMA
+from stages.names import DEDUP_INDEX
 from stages.store.keys import stage_key, upstream_key
 from stages.store.outputs import DataStore, StageStats, drop_counts, read_table
 
-INDEX_ASSET = "dedup_index"
+INDEX_ASSET = DEDUP_INDEX
 
 
 def minhash_key(cfg: YunqueConfig, filtered: str) -> str:

@@ -17,19 +17,17 @@ qa.toml has no pairs (`pipelines.tasks.packs.left_out` says so).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from pipelines.tasks import packs
 from pipelines.tasks.domain_qa import QAOptions, build_pairs
-from stages.data.tokenizer import BATCH, TOKEN_SHARDS
+from stages.names import DEDUPED_DOCUMENTS, TOKEN_SHARDS
 from stages.store.keys import cache_key
-from stages.store.outputs import MANIFEST, DataStore
+from stages.store.outputs import BATCH, MANIFEST, DataStore
 
-DOCUMENTS = "deduped_documents"
+DOCUMENTS = DEDUPED_DOCUMENTS
 SPLITS_FILE = "documents.parquet"
 DEFAULT = QAOptions()
 SCORED_PAIRS = 64  # held-out pairs eval_report scores per checkpoint (a few seconds on a CPU for a small model)
@@ -98,13 +96,3 @@ def pairs_key(pairs: Sequence[dict]) -> str:
     return cache_key([[m["content"] for m in p["messages"]] for p in pairs])
 
 
-def write_jsonl(pairs: Sequence[dict], path: str | Path) -> Path:
-    """The records as SFT jsonl (pipelines.tasks.post_data.read_sft reads it; the
-    provenance fields ride along)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs)
-    tmp.replace(path)
-    return path

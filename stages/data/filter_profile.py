@@ -68,7 +68,7 @@ def reference_texts(folder: str, reader: ReaderConfig, clean: CleanConfig) -> li
     clean stage cleans them."""
     from pipelines.data.corpus import open_corpus
     from pipelines.data.extract import html_to_text, normalize_text
-    from pipelines.data.readers import read_shard
+    from pipelines.data.readers.shard import read_shard
 
     path = Path(folder).absolute()
     if not path.is_dir():

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.feedback import preferences, records
-from stages.data.domain_qa import write_jsonl
-from stages.store.outputs import DataStore, write_json
+from stages.names import HUMAN_PREFERENCES
+from stages.store.outputs import DataStore, write_json, write_jsonl
 
-HUMAN_PREFERENCES = "human_preferences"
 PAIRS_FILE = "pairs.jsonl"
 SFT_FILE = "sft.jsonl"
 SUMMARY_FILE = "summary.json"

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pipelines.data.corpus import ShardInfo
 from pipelines.data.documents import (
-    DOC_SCHEMA,
+    FILTERED_SCHEMA,
     Rejection,
     documents_table,
     rejections_table,
@@ -28,7 +28,6 @@ from stages.store.versions import CODE_VERSIONS
 log = logging.getLogger(__name__)
 
 
-FILTERED_SCHEMA = pa.schema([*DOC_SCHEMA, pa.field("lang", pa.string()), pa.field("lang_score", pa.float32())])
 
 
 def read_key(cfg: YunqueConfig, fingerprint: str) -> str:
@@ -61,7 +60,7 @@ def _rejections_from_table(table: pa.Table, shard: str, stage: str, reasons: lis
 
 
 def read_stage(store: DataStore, fs, root: str, shard: ShardInfo, cfg: YunqueConfig, progress: bool = False) -> StageStats:
-    from pipelines.data.readers import read_shard
+    from pipelines.data.readers.shard import read_shard
 
     key = read_key(cfg, shard.fingerprint)
     with store.lock("raw_documents", shard.key):

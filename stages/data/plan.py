@@ -20,19 +20,30 @@ from dataclasses import dataclass, field
 from stages.config import YunqueConfig
 from stages.data import human_preferences
 from stages.data import quality as quality_model
-from stages.data.decontamination import ASSET as CONTAMINATION
 from stages.data.decontamination import contamination_key
-from stages.data.dedup import INDEX_ASSET, deduped_key, index_key, minhash_key
+from stages.data.dedup import deduped_key, index_key, minhash_key
 from stages.data.ingest import clean_key, filter_key, read_key
 from stages.data.token_shards import encoded_key, intact
-from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER, tokenizer_key
+from stages.data.tokenizer import tokenizer_key
+from stages.names import (
+    CLEAN_DOCUMENTS,
+    DEDUP_INDEX,
+    DEDUPED_DOCUMENTS,
+    EVAL_CONTAMINATION,
+    FILTERED_DOCUMENTS,
+    HUMAN_PREFERENCES,
+    MINHASH_SIGNATURES,
+    QUALITY_MODEL,
+    RAW_DOCUMENTS,
+    TOKEN_SHARDS,
+    TOKENIZER,
+)
 from stages.store.integrity import DamagedOutput
 from stages.store.outputs import DataStore
 
-PER_SHARD = ("raw_documents", "clean_documents", "filtered_documents", "minhash_signatures", "deduped_documents",
-             TOKEN_SHARDS)
+PER_SHARD = (RAW_DOCUMENTS, CLEAN_DOCUMENTS, FILTERED_DOCUMENTS, MINHASH_SIGNATURES, DEDUPED_DOCUMENTS, TOKEN_SHARDS)
 # the unpartitioned data assets; human_preferences reads the chat page's ratings, not the corpus
-WHOLE_CORPUS = (INDEX_ASSET, quality_model.ASSET, TOKENIZER, CONTAMINATION, human_preferences.HUMAN_PREFERENCES)
+WHOLE_CORPUS = (DEDUP_INDEX, QUALITY_MODEL, TOKENIZER, EVAL_CONTAMINATION, HUMAN_PREFERENCES)
 
 
 @dataclass
@@ -96,19 +107,19 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
             elif key is not None:
                 key = next_key(key)
     index_fresh = all(k is not None for k in signatures.values()) and _current(
-        store, INDEX_ASSET, None, index_key(cfg, {s: k for s, k in signatures.items() if k is not None}), out)
+        store, DEDUP_INDEX, None, index_key(cfg, {s: k for s, k in signatures.items() if k is not None}), out)
     if index_fresh:
-        out.fresh_assets.add(INDEX_ASSET)
-    digests = (_manifest(store, INDEX_ASSET, None, out) or {}).get("stats", {}).get("extra", {}).get(
+        out.fresh_assets.add(DEDUP_INDEX)
+    digests = (_manifest(store, DEDUP_INDEX, None, out) or {}).get("stats", {}).get("extra", {}).get(
         "shard_digests", {})
     scored = None
-    if _manifest(store, quality_model.ASSET, None, out) is not None:
+    if _manifest(store, QUALITY_MODEL, None, out) is not None:
         scored = quality_model.current_digests(store, cfg, filtered) if all(
             k is not None for k in filtered.values()) else None
         if scored is not None:
-            out.fresh_assets.add(quality_model.ASSET)
-        elif why := store.damage(quality_model.ASSET):
-            out.damaged[quality_model.ASSET] = why
+            out.fresh_assets.add(QUALITY_MODEL)
+        elif why := store.damage(QUALITY_MODEL):
+            out.damaged[QUALITY_MODEL] = why
     tok = _manifest(store, TOKENIZER, None, out)
     if not cfg.tokenizer.retrain and _current(store, TOKENIZER, None, tokenizer_key(cfg), out):
         out.fresh_assets.add(TOKENIZER)  # trained once: new shards do not retrain it
@@ -116,19 +127,19 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
         if not (index_fresh and scored is not None and filtered[shard] is not None and shard in digests):
             continue
         deduped = deduped_key(cfg, filtered[shard], digests[shard], scored[shard])
-        if not _current(store, "deduped_documents", shard, deduped, out):
+        if not _current(store, DEDUPED_DOCUMENTS, shard, deduped, out):
             continue
-        out.fresh_shards["deduped_documents"].add(shard)
+        out.fresh_shards[DEDUPED_DOCUMENTS].add(shard)
         if TOKENIZER in out.fresh_assets and tok is not None:
             encoded = encoded_key(cfg, tok["stats"]["extra"]["tokenizer_hash"], deduped)
             if _current(store, TOKEN_SHARDS, shard, encoded, out) and intact(store.dir(TOKEN_SHARDS, shard)):
                 out.fresh_shards[TOKEN_SHARDS].add(shard)
     if human_preferences.is_current(store):  # the same ratings: the same pairs and conversations
-        out.fresh_assets.add(human_preferences.HUMAN_PREFERENCES)
+        out.fresh_assets.add(HUMAN_PREFERENCES)
     if fingerprints and out.fresh_shards[TOKEN_SHARDS] == set(fingerprints):
         # the shards base_model would train on (stages.training.pretrain.token_inputs: not the empty ones)
         versions = {s: m["key"] for s in fingerprints if (m := _manifest(store, TOKEN_SHARDS, s, out))
                     and (m["stats"]["extra"].get("train_tokens") or m["stats"]["extra"].get("val_tokens"))}
-        if _current(store, CONTAMINATION, None, contamination_key(cfg, versions), out):
-            out.fresh_assets.add(CONTAMINATION)
+        if _current(store, EVAL_CONTAMINATION, None, contamination_key(cfg, versions), out):
+            out.fresh_assets.add(EVAL_CONTAMINATION)
     return out

@@ -28,10 +28,11 @@ import pyarrow.parquet as pq
 import xxhash
 
 from stages.config import YunqueConfig
+from stages.names import QUALITY_MODEL
 from stages.store.keys import cache_key, stage_key, upstream_key
 from stages.store.outputs import DataStore, StageStats, read_table
 
-ASSET = "quality_model"
+ASSET = QUALITY_MODEL
 MODEL_FILE = "model.zip"
 def scores_file(shard: str) -> str:
     """A shard's scores (doc_id, score), flat in the asset's directory: a home on an object
@@ -73,7 +74,7 @@ def _read_good_examples(path: str, cfg: YunqueConfig) -> list[str]:
     """The user's good examples, read, cleaned and redacted as the corpus is."""
     from pipelines.data.corpus import get_shard
     from pipelines.data.extract import html_to_text, normalize_text
-    from pipelines.data.readers import read_shard
+    from pipelines.data.readers.shard import read_shard
     from stages.data import personal_data
 
     folder = Path(path)

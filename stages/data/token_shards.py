@@ -24,9 +24,10 @@ from pipelines.tokens.token_format import (
 )
 from pipelines.tokens.tokenizer import DocumentEncoder, TokenizerError, is_validation, load_encoder
 from stages.config import YunqueConfig
-from stages.data.tokenizer import BATCH, SPLIT_FIELDS, TOKEN_SHARDS, TOKENIZER
+from stages.data.tokenizer import SPLIT_FIELDS
+from stages.names import TOKEN_SHARDS, TOKENIZER
 from stages.store.keys import cache_key, upstream_key
-from stages.store.outputs import DataStore, StageStats
+from stages.store.outputs import BATCH, DataStore, StageStats
 from stages.store.versions import CODE_VERSIONS
 
 

@@ -31,20 +31,17 @@ from pipelines.tokens.tokenizer import (
     train_bpe,
 )
 from stages.config import YunqueConfig
+from stages.names import DEDUPED_DOCUMENTS, TOKENIZER
 from stages.store.keys import cache_key
-from stages.store.outputs import DataStore, StageStats
+from stages.store.outputs import BATCH, DataStore, StageStats
 from stages.store.versions import CODE_VERSIONS
-
-TOKENIZER = "tokenizer"
-TOKEN_SHARDS = "token_shards"
-BATCH = 1024  # documents per encode call
 
 
 def _docs(store: DataStore, shards: Sequence[str], columns: list[str]) -> Iterator[dict]:
     for s in sorted(shards):
         import pyarrow.parquet as pq  # loaded when the stage reads, not when the code location loads
 
-        pf = pq.ParquetFile(store.part("deduped_documents", s))
+        pf = pq.ParquetFile(store.part(DEDUPED_DOCUMENTS, s))
         for batch in pf.iter_batches(batch_size=BATCH, columns=columns):
             yield from batch.to_pylist()
 

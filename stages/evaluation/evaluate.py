@@ -26,14 +26,13 @@ from stages.data.decontamination import eval_pairs
 from stages.data.domain_qa import pairs_key
 from stages.evaluation import harness, seed_spread
 from stages.evaluation import report as eval_report
+from stages.names import EVAL_REPORT, EXPORTED_MODEL
 from stages.reports.loss_curve import read_metrics
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json
 from stages.training.lineage import LineageError, outdated, read_record, unfinished_note
 from stages.training.selection import consumed_record
 
-EVAL_REPORT = "eval_report"
-EXPORTED_MODEL = "exported_model"
 EVAL_CODE_VERSION = "4"  # 2: the domain question-answering score; 3: math in held-out wordings; 4: seed
 EXPORT_CODE_VERSION = "2"  # 2: the record carries its source's lineage
 

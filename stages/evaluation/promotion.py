@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from stages.config import PromotionConfig
-from stages.evaluation.evaluate import EVAL_REPORT, EXPORTED_MODEL
+from stages.names import EVAL_REPORT, EXPORTED_MODEL, PROMOTED_MODEL
 from stages.store.outputs import DataStore, write_json
 
-PROMOTED_MODEL = "promoted_model"
 PROMOTION_CODE_VERSION = "1"
 CHAMPION_FILE = "champion.json"
 REPORT_FILE = "report.json"  # stages.evaluation.report.write

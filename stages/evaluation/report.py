@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from stages.evaluation import seed_spread
+from stages.names import LANGUAGE_MODELS
 from stages.reports.loss_curve import steps_of_last_attempt
 
 # The checkpoint assets in chain order; the report has a row for each one that exists.
-STAGES = ("base_model", "sft_model", "dpo_model", "ppo_model", "grpo_model")
+STAGES = LANGUAGE_MODELS
 COLUMNS = ("stage", "step", "seed", "val_loss", "val_ppl", "val_bpb", "domain_qa_nll", "domain_qa_ppl", "math_accuracy",
            "math_rephrased", "math_problems", "format_rate", "distinct_2", "repeat_4_max", "parameters", "outdated")
 RISE_TOLERANCE = 0.01  # nats: noise between evaluations of the same windows is far below this

@@ -21,8 +21,8 @@ from typing import Any
 from model.core.config import TrainConfig
 from model.post.config import STAGE_TYPES
 from pipelines.config import PATH, RUNTIME, fields_with
+from stages.names import CHAIN
 from stages.store.keys import cache_key
-from stages.training.post_train import CHAIN
 
 DATA = ("reader", "clean", "filters", "langid", "dedup", "tokenizer", "model")
 METRICS = ("val_ppl", "ppl_ratio", "math_accuracy", "math_rephrased")

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from stages.preset_names import DEFAULT_PRESET
+from stages.store.location import local_root
 from stages.store.outputs import write_json
-from stages.store.remote import RemoteHome, is_url, local_root
+from stages.store.remote import RemoteHome, is_url
 
 SETTINGS_FILE = "yunque.json"
 

@@ -33,14 +33,14 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stages.store import integrity
 from stages.store import remote as remote_home
-from stages.store.env import home_url
+from stages.store.location import home_url, local_root
 from stages.store.sync import StoreSync
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 MANIFEST = "_manifest.json"
 PART = "part-0.parquet"
+BATCH = 1024  # documents per batch read from a part (and per encode call of the tokenizer)
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class DataStore(StoreSync):
         self.remote: remote_home.RemoteHome | None = None
         if remote_home.is_url(url):
             self.url = url.rstrip("/")
-            self.home = remote_home.local_root(url)
+            self.home = local_root(url)
             self.remote = remote_home.RemoteHome(url, self.home)
         else:
             self.home = Path(url.removeprefix("file://")).absolute()
@@ -355,6 +356,21 @@ def write_json(path: Path, obj: Any) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_jsonl(records: Sequence[dict], path: str | Path) -> Path:
+    """One JSON record per line, written like `write_json` (a temporary file of this
+    writer's own, then one rename). pipelines.tasks.post_data.read_sft reads SFT records."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:

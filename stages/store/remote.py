@@ -51,14 +51,6 @@ def is_url(home: str | Path) -> bool:
     return "://" in s and not s.startswith("file://")
 
 
-def local_root(url: str) -> Path:
-    """The local cache of a remote home (the same path for every process of a machine)."""
-    if os.environ.get("YUNQUE_CACHE"):
-        return Path(os.environ["YUNQUE_CACHE"]).absolute()
-    scheme, rest = url.split("://", 1)
-    return Path.home() / ".cache" / "yunque" / scheme / rest.strip("/")
-
-
 def storage_options(url: str) -> dict[str, Any]:
     """fsspec options from the environment only (credentials never come from files we
     write): YUNQUE_S3_ENDPOINT for S3-compatible stores; the rest is the client's own

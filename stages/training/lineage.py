@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from model.checkpoint.files import PREFIX, Checkpoint, all_checkpoints, checksums, verify
+from stages.names import RAW_DOCUMENTS
 from stages.store.outputs import DataStore, write_json
-from stages.training.pretrain import RUN_FILE, RunSpec
+from stages.training.runs import RUN_FILE, RunSpec
 
 RECORD_FILE = "materialized.json"
 FORMAT = 1
-RAW = "raw_documents"
+RAW = RAW_DOCUMENTS
 # spec.lineage keys of a post-training run that are records or their digest, not inputs
 _CHAIN_KEYS = ("init", "parent", "reward_model", "upstream")
 _TAG_LIMIT = 5000  # MLflow's tag value limit

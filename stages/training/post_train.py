@@ -24,25 +24,16 @@ from pipelines.tasks import chitchat, packs
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig
 from stages.data import domain_qa, human_preferences
-from stages.data.tokenizer import TOKEN_SHARDS
+from stages.names import CHAIN, TOKEN_SHARDS
 from stages.store.keys import cache_key
-from stages.store.outputs import DataStore, write_json
+from stages.store.outputs import DataStore, write_json, write_jsonl
 from stages.training.lineage import LineageError
-from stages.training.pretrain import RUN_FILE, PretrainError, RunSpec, _archive_if_changed
+from stages.training.runs import RUN_FILE, PretrainError, RunSpec, archive_if_changed
 from stages.training.selection import consumed_record
 
 # Bump when the training program or the built-in data generators (pipelines.tasks.post_data,
 # pipelines.tasks.math_tasks) change what a stage computes.
 POST_CODE_VERSION = "2"  # 2: the SFT mixture; more math wordings
-# asset: (stage in YunqueConfig.post, the asset it starts from)
-CHAIN = {
-    "sft_model": ("sft", "base_model"),
-    "reward_model": ("reward", "sft_model"),
-    "dpo_model": ("dpo", "sft_model"),
-    "ppo_model": ("ppo", "dpo_model"),
-    "grpo_model": ("grpo", "ppo_model"),
-}
-
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +86,7 @@ def sft_sources(store: DataStore, scfg: SFTConfig, shards: list[str], language: 
     return out
 
 
-def _nothing_to_train(stage: str, language: str, data: str, generated: dict, human: dict | None) -> str | None:
+def nothing_to_train(stage: str, language: str, data: str, generated: dict, human: dict | None) -> str | None:
     """Why the stage would have nothing to train on in `language` (its pack lacks the files
     of the built-in sets and no file of the user's stands in), or None."""
     rl = stage in ("ppo", "grpo")  # its prompts' instruction is math.toml's, whoever wrote the problems
@@ -134,7 +125,7 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     if generated:  # what the mixture holds is part of the run: other pairs, another run
         lineage["mixture"] = {n: {"records": len(r), "sha256": domain_qa.pairs_key(r)} for n, r in generated.items()}
     human = human_preferences.for_stage(store, stage) if scfg.human_weight > 0 else None
-    if why := _nothing_to_train(stage, cfg.language, data, generated, human):
+    if why := nothing_to_train(stage, cfg.language, data, generated, human):
         raise PostTrainError(why)
     if left := packs.left_out(cfg.language):  # the one line: what the pack lacks and what is left out
         log.warning("%s: %s", asset, left)
@@ -152,8 +143,8 @@ def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
                     cfg.section_hash("language"))  # the built-in sets' wordings and the prompts' instruction
     root = store.dir(asset)
     root.mkdir(parents=True, exist_ok=True)
-    _archive_if_changed(root, key)
-    mixture = {n: str(domain_qa.write_jsonl(r, root / "mixture" / f"{n}.jsonl")) for n, r in generated.items()}
+    archive_if_changed(root, key)
+    mixture = {n: str(write_jsonl(r, root / "mixture" / f"{n}.jsonl")) for n, r in generated.items()}
     if human:  # a copy in the run's directory: a resumed run reads the ratings it was keyed on
         (root / "mixture").mkdir(exist_ok=True)
         human_copy = root / "mixture" / "human.jsonl"

@@ -26,120 +26,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from model.checkpoint.files import (
-    PREFIX,
-    Checkpoint,
     all_checkpoints,
     latest,
-    verify,
     weights_sha256,
 )
 from model.core.config import ModelConfig, PretrainRun, TrainConfig
-from model.pretrain.early_stop import EarlyStop, read_best, stop_holds
 from pipelines.config import recipe_fields
 from stages.config import YunqueConfig
 from stages.data.decontamination import DecontaminationError, eval_pairs, training_shards
-from stages.data.domain_qa import write_jsonl
-from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
+from stages.names import BASE_MODEL, TOKEN_SHARDS, TOKENIZER
 from stages.store.keys import cache_key
-from stages.store.outputs import DataStore, write_json
+from stages.store.outputs import DataStore, write_json, write_jsonl
 from stages.training import cost, mixture
+from stages.training.runs import RUN_FILE, PretrainError, RunSpec, archive_if_changed, ended
 
-BASE_MODEL = "base_model"
 CODE_VERSION = "1"
-RUN_FILE = "run.json"
-CONFIG_FILE = "train_config.json"
 DOWNSTREAM_FILE = "downstream_qa.jsonl"  # the pairs the evaluations during training score
-
-
-class PretrainError(RuntimeError):
-    pass
-
-
-@dataclass
-class RunSpec:
-    asset: str
-    dir: Path
-    key: str
-    config: dict[str, Any]  # {"train": ..., "model": ...} as the training program reads it
-    # tokenizer hash, token shard data versions; for base_model also start, continued_from,
-    # new_shards, old_shards, replay_fraction, sources, steps (see prepare)
-    lineage: dict[str, Any]
-
-    @property
-    def config_path(self) -> Path:
-        return self.dir / CONFIG_FILE
-
-    @property
-    def steps(self) -> int:
-        return self.config["train"]["steps"]
-
-    @property
-    def start_step(self) -> int:
-        return self.config["train"].get("start_step", 0)
-
-    @property
-    def continued_from(self) -> dict[str, Any] | None:
-        return self.lineage.get("continued_from")
-
-    def record(self) -> dict[str, Any]:
-        path = self.dir / RUN_FILE
-        return json.loads(path.read_text()) if path.exists() else {}
-
-    def add_mlflow_run(self, run_id: str) -> None:
-        rec = self.record()
-        rec.setdefault("mlflow_runs", []).append(run_id)
-        write_json(self.dir / RUN_FILE, rec)
-
-
-@dataclass
-class RunEnd:
-    """A run that has ended: `recorded` is its best checkpoint (what the stages record and
-    consume; the last one when no evaluation named a best), `last` the one it ended on."""
-    recorded: Checkpoint
-    last: Checkpoint
-    best: dict[str, Any] | None  # best.json (model.pretrain.early_stop), if the run wrote one
-    early_stop: str | None = None  # why it ended before its last step, if it did
-
-    @property
-    def stopped_at(self) -> int | None:
-        return self.last.step if self.early_stop else None
-
-
-def _intact(root: Path, step: int) -> Checkpoint | None:
-    found = Checkpoint(root / f"{PREFIX}{step:08d}", step)
-    return found if found.path.is_dir() and verify(found) is None else None
-
-
-def ended(root: Path, steps: int, patience: int | None) -> RunEnd | None:
-    """The run under `root` if it ended at `steps`, or early stopping ended it (under
-    `patience`; None: as it was run), with both checkpoints intact; else None (train on: the
-    program resumes from its newest intact checkpoint)."""
-    best, early = read_best(root), None
-    last = _intact(root, steps)
-    if last is None:
-        holds = best is not None and best.get("stopped_at") is not None if patience is None \
-            else stop_holds(best, patience)
-        if not holds or (last := _intact(root, best["stopped_at"])) is None:
-            return None
-        early = EarlyStop.from_record(best).summary(steps)
-    recorded = last
-    if best and best.get("last_step") == last.step and best.get("step") not in (None, last.step):
-        recorded = _intact(root, best["step"])
-        if recorded is None:  # rotation never deletes it: only a damaged or hand-edited run gets here
-            raise PretrainError(f"{root}: the best checkpoint (step {best['step']}, {root / 'best.json'}) is missing "
-                                f"or damaged; delete {root} to train again")
-    return RunEnd(recorded, last, best, early)
-
-
-def run_end(spec: RunSpec) -> RunEnd | None:
-    """How `spec`'s run ended (see `ended`), under its configured patience."""
-    return ended(spec.dir, spec.steps, spec.config["train"].get("early_stop_patience", 0))
 
 
 def token_inputs(store: DataStore, shards: list[str]) -> tuple[str, dict[str, str], int]:
@@ -247,7 +154,7 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
     key = data_key if cont is None else cache_key(data_key, {
         "from": {k: cont[k] for k in ("run_key", "step", "weights_sha256")}, "steps": t.continuation_steps(),
         "replay_fraction": t.replay_fraction, "new": start.new_shards, "old": start.old_shards})
-    moved_to = _archive_if_changed(root, key)
+    moved_to = archive_if_changed(root, key)
     if cont is not None and start.in_root:  # its checkpoint now lives in the archive
         assert moved_to is not None
         cont["checkpoint"] = str(moved_to / Path(cont["checkpoint"]).name)
@@ -337,19 +244,3 @@ def _diff(a: dict, b: dict, section: str) -> list[str]:
     return [f"{section}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
-def _archive_if_changed(root: Path, key: str) -> Path | None:
-    """Move the run on disk to previous/<its key>/ unless it is run `key`; where it went."""
-    run = root / RUN_FILE
-    if not run.exists():
-        return None
-    old = json.loads(run.read_text()).get("key")
-    if old == key:
-        return None
-    dest, n = root / "previous" / str(old), 1
-    while dest.exists():  # that run came back and changed again: never mix two runs' files
-        dest, n = root / "previous" / f"{old}-{n}", n + 1
-    dest.mkdir(parents=True)
-    for p in root.iterdir():
-        if p.name != "previous":
-            shutil.move(str(p), dest / p.name)
-    return dest

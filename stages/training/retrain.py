@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from stages.data.tokenizer import TOKEN_SHARDS, TOKENIZER
+from stages.names import TOKEN_SHARDS, TOKENIZER
 from stages.store.outputs import DataStore
 
 BASE_RECORD = ("base_model", "materialized.json")

@@ -9,6 +9,7 @@ import json
 import sys
 
 from stages.preset_names import DEFAULT_PRESET
+from yunque.cli import config as cli_config
 
 
 def _pct(share: float | None) -> str:
@@ -43,7 +44,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from stages.store import home as home_settings
     from stages.store.outputs import DataStore
     from yunque import env
-    from yunque.cli import config as cli_config
 
     env.use_home(args.home)
     url = env.home_url()
@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--reference", help="folder of known-good documents the proposal must keep")
     c.add_argument("--shard", action="append", help="a shard to measure (repeatable; default: every shard "
                                                     "with clean documents)")
-    c.add_argument("--preset", help="configuration preset (default: the home's, else tiny)")
+    cli_config.add_preset_argument(c, default=None)
     c.add_argument("--overrides", help="JSON of config overrides (default: the home's)")
     c.add_argument("--tail", type=float, default=0.02,
                    help="share of corpus documents the whole proposal may drop, all rules together (0.02)")

@@ -8,11 +8,24 @@ import json
 import sys
 from typing import Any
 
-from stages.preset_names import DEFAULT_PRESET
+from stages.preset_names import DEFAULT_PRESET, RUN_PRESETS
 
 
 class BadConfig(Exception):
     """A preset or overrides that cannot describe a run: one line, naming the key."""
+
+
+def add_preset_argument(p: argparse.ArgumentParser, purpose: str = "configuration preset", *,
+                        default: str | None = DEFAULT_PRESET, refused_at_parse: bool = False) -> None:
+    """`--preset`, for every subcommand that takes one: the names from stages.preset_names,
+    so that building the parser imports no configuration tree. `default` None: the command
+    takes the home's remembered preset, else DEFAULT_PRESET. `refused_at_parse`: argparse
+    refuses an unknown name; otherwise `checked` does, in one line with a did-you-mean."""
+    names = sorted(RUN_PRESETS)
+    said = f"default {default}" if default is not None else f"default: the home's, else {DEFAULT_PRESET}"
+    # the names are listed in the usage either way; only where an unknown one is refused differs
+    listed = {"choices": names} if refused_at_parse else {"metavar": "{" + ",".join(names) + "}"}
+    p.add_argument("--preset", default=default, help=f"{purpose} ({said})", **listed)
 
 
 def checked(preset_name: str, overrides: str | None) -> tuple[Any, dict]:
@@ -50,7 +63,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("config", help="print the resolved configuration tree or its JSON schema")
     csub = c.add_subparsers(dest="config_command", required=True)
     show = csub.add_parser("show", help="the tree a preset and overrides resolve to, as JSON")
-    show.add_argument("--preset", default=DEFAULT_PRESET, help=f"configuration preset (default {DEFAULT_PRESET})")
+    add_preset_argument(show)
     show.add_argument("--overrides", help='JSON of config overrides, e.g. \'{"langid.threshold": 0.5}\'')
     show.set_defaults(fn=cmd_show)
     schema = csub.add_parser("schema", help="the JSON schema of the configuration tree")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-TRAINING = ("base_model", "sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model")
+from stages.names import TRAINED
 
 
 def training_status(data: Path, asset: str) -> tuple[int, int, float | None] | None:
@@ -67,7 +67,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _eta(seconds: float | None) -> str:
+def eta_text(seconds: float | None) -> str:
     if seconds is None:
         return "ETA after the first steps"
     m, s = divmod(int(seconds), 60)
@@ -109,7 +109,7 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
                 write(describe(report))
             for r in follower.new_retries():
                 write(f"[{r.step}] failed, retrying (attempt {r.attempt}): {r.cause}")
-                if r.step in TRAINING:
+                if r.step in TRAINED:
                     retried[r.step] = (r.attempt, _size(data / r.step / "metrics.jsonl"))
             for asset, (attempt, offset) in list(retried.items()):
                 if where := resumed(data, asset, offset):
@@ -119,11 +119,11 @@ def follow(follower, data: Path, describe: Callable[[object], str], poll_s: floa
             bar.n = p.done
             bar.set_postfix_str(f"{p.failed} failed" if p.failed else "", refresh=False)
             bar.refresh()
-            training = [(a, s) for a in TRAINING for step, _ in p.active if step == a
+            training = [(a, s) for a in TRAINED for step, _ in p.active if step == a
                         for s in [training_status(data, a)] if s is not None]
             if training:
                 asset, (step, steps, eta) = training[0]
-                text = f"  training {asset}: step {step} of {steps}, {_eta(eta)}"
+                text = f"  training {asset}: step {step} of {steps}, {eta_text(eta)}"
                 train_line.set_description_str(text)
                 if quiet and time.monotonic() - said >= 60:  # no live line in a log: one a minute
                     tqdm.write(text.strip())

@@ -1,5 +1,5 @@
 """`yunque run --in-process`: the assets run in this process, one run after another
-(assets.instance.runner), for debugging with a debugger or a profiler. No daemon, no run queue."""
+(orchestration.runner), for debugging with a debugger or a profiler. No daemon, no run queue."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def run_in_process(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
-    from assets.instance.runner import plan, run_graph
+    from orchestration.runner import plan, run_graph
 
     try:
         phases = plan(args.select)

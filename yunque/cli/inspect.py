@@ -26,8 +26,6 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow.parquet as pq
-
 from yunque import env
 
 if TYPE_CHECKING:
@@ -68,6 +66,8 @@ def matching(counts: Counter, wanted: str) -> list[str]:
 
 
 def cmd_rejected(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq  # loaded by the command, not by every `yunque` start
+
     from stages.reports.filters.report import sample, terminal_text
     from stages.store.outputs import DataStore
 
@@ -160,6 +160,8 @@ def cmd_pii(args: argparse.Namespace) -> int:
 def _values(store: DataStore, rows: list[dict]) -> None:
     """The metric value and threshold that dropped each filter-stage row (from the shard's
     filter_metrics.parquet, committed with the rejections)."""
+    import pyarrow.parquet as pq
+
     from stages.reports.filters.report import FILTER_METRICS, attach_values
 
     for shard in sorted({r["shard"] for r in rows if r["stage"] == "filter"}):

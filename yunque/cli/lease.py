@@ -80,7 +80,7 @@ def _live(root: Path) -> list[tuple[Path, Lease]]:
 def held(lease: Lease) -> Iterator[None]:
     """Hold `lease` on this home until the block ends, or raise HomeBusy naming the live
     command with another configuration."""
-    from assets.instance.client import home_lock
+    from orchestration.client import home_lock
 
     root = _root()
     path = root / f"{os.getpid()}.json"

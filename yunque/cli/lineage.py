@@ -35,7 +35,7 @@ def _entry(rec: dict[str, Any]) -> dict[str, Any]:
 def _unrecorded(path: Path, rec: dict | None, step: int) -> tuple[dict[str, Any], str]:
     """A pseudo-record for a checkpoint no record names, and why it is not the recorded one."""
     from stages.training.lineage import weights_of
-    from stages.training.pretrain import RUN_FILE
+    from stages.training.runs import RUN_FILE
 
     own = {"checkpoint": str(path), "step": step, **weights_of(path), "dagster_run_id": "", "mlflow_run_id": ""}
     run_file = path.parent / RUN_FILE

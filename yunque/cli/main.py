@@ -8,13 +8,23 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stages.preset_names import DEFAULT_PRESET
-
 if TYPE_CHECKING:
     from stages.store.home import HomeSettings
+from stages.names import (
+    BASE_MODEL,
+    CHAIN,
+    EVAL_CONTAMINATION,
+    EVAL_REPORT,
+    EXPORTED_MODEL,
+    HUMAN_PREFERENCES,
+    PROMOTED_MODEL,
+    TOKEN_SHARDS,
+    TOKENIZER,
+)
 from yunque import env
 from yunque.cli import calibrate as cli_calibrate
 from yunque.cli import config as cli_config
@@ -28,7 +38,7 @@ from yunque.cli.model import add_commands
 
 
 def _fetch(dest: Path, language: str = "es") -> int:
-    from pipelines.data.sample import SampleFetchError, fetch_sample
+    from pipelines.data.sample.fetch import SampleFetchError, fetch_sample
 
     try:
         summary = fetch_sample(dest, language=language)
@@ -60,44 +70,55 @@ def cmd_fetch_sample(args: argparse.Namespace) -> int:
 POST_SHOWN = ("eval_loss", "eval_accuracy", "eval_margin", "eval_dev_accuracy", "accuracy", "kl", "reply_tokens")
 
 
-POST_TRAINING = ("sft_model", "reward_model", "dpo_model", "ppo_model", "grpo_model")
 
 
-def _describe(asset: str, md: dict) -> str:
+def describe_asset(asset: str, md: dict) -> str:
     """One progress-line summary of what `asset` reported (its materialization's metadata);
     the figures it lacks (a materialization from an older version) are left out."""
     try:
-        return _figures(asset, md)
+        return FIGURES.get(asset, _documents_figures)(md)
     except (KeyError, TypeError, ValueError):
         return "materialized"
 
 
-def _figures(asset: str, md: dict) -> str:
-    if asset == "tokenizer":
-        return f"vocab {md['vocab_size']:,}, {md['tokens_per_word']} tokens/word"
-    if asset in POST_TRAINING:
-        shown = [f"{k.removeprefix('eval_')} {md[k]:.3g}" for k in POST_SHOWN if isinstance(md.get(k), (int, float))]
-        return f"step {md['step']}" + (", " + ", ".join(shown) if shown else "")
-    if asset == "base_model":
-        val = f"val_loss {md['val_loss']:.3f}" if "val_loss" in md else "no validation tokens"
-        return f"step {md['step']}, loss {md.get('loss', float('nan')):.3f}, {val}"
-    if asset == "eval_report":
-        figures = md.get("figures", {})
-        return ", ".join(f"{s}: val_loss {figures.get(s, {}).get('val_loss', float('nan')):.3f}, "
-                         f"math {figures.get(s, {}).get('math_accuracy', 0):.0%}" for s in md["stages"])
-    if asset == "promoted_model":
-        return f"{md['registered_model']} v{md['version']} @{md['alias']}" + ("" if md["new_version"] else " (kept)")
-    if asset == "exported_model":
-        return f"{md['architecture']} step {md['step']}, {len(md['files'])} files"
-    if asset == "token_shards":
-        return f"{md['train_tokens']:,} train + {md['val_tokens']:,} val tokens"
-    if asset == "eval_contamination":
-        return (f"{'passed' if md['passed'] else 'FAILED'}: {md['contaminated_documents']} contaminated training "
-                f"documents of {md['training_documents_scanned']:,}, sets {', '.join(md['sets_checked'])}")
-    if asset == "human_preferences":
-        return (f"{md['ratings']} ratings (feedback version {md['feedback_version']}): {md['preference_pairs']} "
-                f"pairs, {md['sft_conversations']} conversations")
+def _post_training_figures(md: dict) -> str:
+    shown = [f"{k.removeprefix('eval_')} {md[k]:.3g}" for k in POST_SHOWN if isinstance(md.get(k), (int, float))]
+    return f"step {md['step']}" + (", " + ", ".join(shown) if shown else "")
+
+
+def _base_model_figures(md: dict) -> str:
+    val = f"val_loss {md['val_loss']:.3f}" if "val_loss" in md else "no validation tokens"
+    return f"step {md['step']}, loss {md.get('loss', float('nan')):.3f}, {val}"
+
+
+def _eval_report_figures(md: dict) -> str:
+    figures = md.get("figures", {})
+    return ", ".join(f"{s}: val_loss {figures.get(s, {}).get('val_loss', float('nan')):.3f}, "
+                     f"math {figures.get(s, {}).get('math_accuracy', 0):.0%}" for s in md["stages"])
+
+
+def _documents_figures(md: dict) -> str:
     return f"{md.get('documents_in', '?')}->{md.get('documents_out', '?')}"
+
+
+# Chosen by the asset's name, not guessed from its metadata keys: a post-training stage
+# reports a vocabulary too. Any other asset is a data stage: documents in and out.
+FIGURES: dict[str, Callable[[dict], str]] = {
+    TOKENIZER: lambda md: f"vocab {md['vocab_size']:,}, {md['tokens_per_word']} tokens/word",
+    **dict.fromkeys(CHAIN, _post_training_figures),
+    BASE_MODEL: _base_model_figures,
+    EVAL_REPORT: _eval_report_figures,
+    PROMOTED_MODEL: lambda md: (f"{md['registered_model']} v{md['version']} @{md['alias']}"
+                                  + ("" if md["new_version"] else " (kept)")),
+    EXPORTED_MODEL: lambda md: f"{md['architecture']} step {md['step']}, {len(md['files'])} files",
+    TOKEN_SHARDS: lambda md: f"{md['train_tokens']:,} train + {md['val_tokens']:,} val tokens",
+    EVAL_CONTAMINATION: lambda md: (
+        f"{'passed' if md['passed'] else 'FAILED'}: {md['contaminated_documents']} contaminated training "
+        f"documents of {md['training_documents_scanned']:,}, sets {', '.join(md['sets_checked'])}"),
+    HUMAN_PREFERENCES: lambda md: (
+        f"{md['ratings']} ratings (feedback version {md['feedback_version']}): {md['preference_pairs']} "
+        f"pairs, {md['sft_conversations']} conversations"),
+}
 
 
 def _token_summary(home: Path, shards: list[str], chosen: HomeSettings) -> None:
@@ -106,7 +127,7 @@ def _token_summary(home: Path, shards: list[str], chosen: HomeSettings) -> None:
     from model.core.config import tokens_verdict
     from stages.config import preset
     from stages.data.token_shards import corpus_tokens
-    from stages.data.tokenizer import TOKENIZER
+    from stages.names import TOKENIZER
     from stages.store.outputs import DataStore
 
     store = DataStore(home)
@@ -161,7 +182,7 @@ def _eval_summary(metadata: dict, home: Path) -> None:
         print(f"talk to it:         .venv/bin/yunque chat --checkpoint {md['checkpoint']}")
 
 
-def _line(report) -> str:
+def run_line(report) -> str:
     """A finished run, in one line: what each asset did, then ok / FAILED, naming failed
     checks. The assets whose lines came while the run went (`RunReport.shown`) are left
     out, and so is the whole line of a run that has nothing more to say."""
@@ -176,7 +197,7 @@ def _line(report) -> str:
                     if any("train_tokens" in m for m in mds) else "")
             parts.append(f"{name} {len(mds)} shards{docs}{f' ({cached} cached)' if cached else ''}")
     else:
-        parts = [f"{name} {_describe(name, m)}{' (cached)' if m.get('cached') else ''}"
+        parts = [f"{name} {describe_asset(name, m)}{' (cached)' if m.get('cached') else ''}"
                  for name, m in report.assets.items()
                  if name not in report.shown]
         if report.ok and report.shown and not parts and not report.failed_checks:
@@ -271,10 +292,10 @@ def _run_leased(args: argparse.Namespace, home: Path, chosen: HomeSettings, save
     if args.in_process:
         from yunque.cli.inprocess import run_in_process
 
-        return run_in_process(args, home, chosen, _line, _finish)
+        return run_in_process(args, home, chosen, run_line, _finish)
     from yunque.cli.submit import run_backfill
 
-    return run_backfill(args, home, chosen, _line, _finish)
+    return run_backfill(args, home, chosen, run_line, _finish)
 
 
 def _finish(home: Path, reports: list, shards: list[str], chosen: HomeSettings) -> None:
@@ -337,7 +358,7 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="materialize the graph for every shard of a corpus")
     r.add_argument("--corpus", help="DIR or s3://bucket/prefix, one shard per subdirectory/file (default: sample)")
     r.add_argument("--select", help="Dagster asset selection, e.g. 'key:raw_documents+' (default: everything)")
-    r.add_argument("--preset", default=DEFAULT_PRESET, help=f"configuration preset (default {DEFAULT_PRESET})")
+    cli_config.add_preset_argument(r)
     r.add_argument("--overrides", help='JSON of dotted config overrides, e.g. \'{"langid.threshold": 0.5}\'')
     cli_language.add_argument(r, "the corpus' language (default: the home's; a new home detects it from the corpus)")
     r.add_argument("--s3-endpoint", help="endpoint URL of an S3-compatible store")

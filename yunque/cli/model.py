@@ -7,8 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-from stages.preset_names import DEFAULT_PRESET
-
 
 def _chosen(path: str):
     """What `--checkpoint` names: a step directory, as given; a training asset's directory
@@ -224,7 +222,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
-    from stages.config import PRESETS
+    from yunque.cli.config import add_preset_argument
     from yunque.cli.lineage import add_command as add_lineage
 
     checkpoint_help = ("a step-NNNNNNNN directory, or a training asset's (e.g. .yunque/data/base_model): the "
@@ -253,8 +251,7 @@ def add_commands(sub) -> None:
     e.add_argument("--checkpoint", required=True, help=checkpoint_help)
     e.add_argument("--gsm8k", help="a GSM8K-format jsonl (question, answer ending in '#### N') to score")
     e.add_argument("--problems", type=int, help="held-out generated problems (default: the preset's)")
-    e.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
-                   help="evaluation settings of this preset")
+    add_preset_argument(e, "evaluation settings of this preset", refused_at_parse=True)
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.add_argument("--language", metavar="CODE", help="the language of the math problems, their instruction and the "
                                                       "shipped harness task (default: the home's, else es)")

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from model.launch.spec import SPEC_FILE, LaunchSpec, node_config, read_spec
 from model.launch.supervise import Launch
-from stages.store.env import TELEMETRY_OFF, home_url
+from resources.telemetry import TELEMETRY_OFF
+from stages.store.location import home_url
 from stages.store.outputs import DataStore
 
 

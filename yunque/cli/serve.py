@@ -1,5 +1,5 @@
 """`yunque serve`: an OpenAI-compatible endpoint and the chat page on a promoted or chosen
-model (stages.serving.app: llama-cpp-python's server on the export's GGUF).
+model (serving.app: llama-cpp-python's server on the export's GGUF).
 
     --model champion      the registry's champion alias (MLflow), followed: a promotion is
                           served from the next request on, without a restart
@@ -12,7 +12,7 @@ Loopback only unless YUNQUE_API_KEY is set: any other bind address needs the key
 with it every API request carries `Authorization: Bearer <key>`.
 
 The command is a front that forwards to an engine, this same command with
-`--engine-socket` in a child process (stages.serving.front): llama.cpp crashing takes the
+`--engine-socket` in a child process (serving.front): llama.cpp crashing takes the
 engine down, not the endpoint, and the engine starts again.
 """
 
@@ -53,7 +53,7 @@ class Resolver:
         self.cache = self.store.home / "serve" / "registry" / self.name
 
     def version(self, version: str, alias: str):
-        from stages.serving.models import from_path
+        from serving.models import from_path
 
         where = self.mlflow.download_version(self.name, version, self.cache)
         return from_path(where, self.quant, alias, version=version)
@@ -67,8 +67,8 @@ class Resolver:
         return self.version(current["version"], "champion")
 
     def resolve(self, spec: str):
-        from stages.evaluation.evaluate import EXPORTED_MODEL
-        from stages.serving.models import from_path
+        from serving.models import from_path
+        from stages.names import EXPORTED_MODEL
 
         if spec == "champion":
             return self.champion()
@@ -82,7 +82,7 @@ class Resolver:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from stages.serving.models import ModelError
+    from serving.models import ModelError
     from yunque import env
 
     try:
@@ -117,7 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _front(args: argparse.Namespace, key: str | None) -> int:
     """The endpoint: start the engine (this command with --engine-socket), forward to it."""
-    from stages.serving.front import Engine, EngineFailed, run_front
+    from serving.front import Engine, EngineFailed, run_front
 
     def say(line: str) -> None:
         print(f"yunque serve: {line}", file=sys.stderr, flush=True)
@@ -177,9 +177,9 @@ def _engine(args: argparse.Namespace, key: str | None, resolver: Resolver, model
 
     _follow_front()
 
+    from serving.app import ChampionWatcher, build, default_threads
+    from serving.limits import Limits
     from stages.data.human_preferences import feedback_dir
-    from stages.serving.app import ChampionWatcher, build, default_threads
-    from stages.serving.limits import Limits
 
     def say(line: str) -> None:
         print(f"yunque serve: {line}", file=sys.stderr, flush=True)
@@ -203,7 +203,7 @@ def _engine(args: argparse.Namespace, key: str | None, resolver: Resolver, model
 
 
 def add_parser(sub) -> None:
-    from stages.serving.models import QUANTS
+    from serving.models import QUANTS
 
     s = sub.add_parser("serve", help="an OpenAI-compatible endpoint and the chat page on a model (llama.cpp)")
     s.add_argument("--model", default="champion",
@@ -221,5 +221,5 @@ def add_parser(sub) -> None:
     s.add_argument("--watch-seconds", type=float, default=30,
                    help="how often the champion alias is asked (0: never; POST /yunque/reload asks now)")
     s.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
-    s.add_argument("--engine-socket", default="", help=argparse.SUPPRESS)  # the engine child (stages.serving.front)
+    s.add_argument("--engine-socket", default="", help=argparse.SUPPRESS)  # the engine child (serving.front)
     s.set_defaults(fn=cmd_serve)

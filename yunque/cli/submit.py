@@ -47,7 +47,7 @@ class DaemonKeeper:
 
     def _start(self, why: str, stream) -> None:
         """Start ours, unless another command started one meanwhile: then that one serves."""
-        from assets.instance import daemon
+        from orchestration import daemon
 
         try:
             self.own = daemon.start_unless_serving(self.instance, self.log, backfills_only=True)
@@ -57,7 +57,7 @@ class DaemonKeeper:
             print(why, file=stream, flush=True)
 
     def ensure(self) -> None:
-        from assets.instance import daemon
+        from orchestration import daemon
 
         if self.own is None:
             if time.monotonic() < self.next_check:
@@ -121,7 +121,7 @@ class DaemonKeeper:
         """Stop ours, but not under runs this command did not submit (a backfill from the
         UI, say, that our daemon was serving): those are waited for first, with a line
         saying so; Ctrl-C stops at once."""
-        from assets.instance import client, daemon
+        from orchestration import client, daemon
 
         if self.own is None:
             return
@@ -148,21 +148,13 @@ class DaemonKeeper:
 def _run_config(settings, corpus) -> dict:
     """The run's settings as launchpad config: a daemon started before this command, with
     other settings in its environment, still runs exactly what this command asked for."""
+    from resources.overrides import as_dict
+
     cfg = settings.model_dump(mode="json", exclude_none=True)
-    cfg["overrides"] = _pruned(cfg.get("overrides", {}))
+    cfg["overrides"] = as_dict(settings.overrides)
     return {"resources": {"settings": {"config": cfg},
                           "corpus": {"config": {k: v for k, v in corpus.model_dump(mode="json").items()
                                                 if v is not None}}}}
-
-
-def _pruned(d: dict) -> dict:
-    """Only the fields that are set: empty sections left out."""
-    out = {}
-    for k, v in d.items():
-        v = _pruned(v) if isinstance(v, dict) else v
-        if v not in ({}, None):
-            out[k] = v
-    return out
 
 
 def _fresh(keys, resources, listed):
@@ -183,8 +175,8 @@ def _fresh(keys, resources, listed):
 
 def _without_fresh_models(instance, defs, chosen, settings):
     """`chosen` less the model assets whose latest materialization started from the inputs,
-    code and configuration they would start from now (`assets.model_plan`)."""
-    from assets.model_plan import model_fresh
+    code and configuration they would start from now (`assets.training.plan`)."""
+    from assets.training.plan import model_fresh
     from stages.data import plan as data_plan
 
     graph = defs.resolve_asset_graph()
@@ -208,8 +200,8 @@ def _say_lost(lost: dict[str, list[str]], keys) -> None:
 
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
     from assets.definitions import build_resources, definitions_with
-    from assets.instance import client
-    from assets.instance import follower as follower_mod
+    from orchestration import client
+    from orchestration import follower as follower_mod
     from yunque.cli.follow import follow
     from yunque.env import home_url
 

@@ -26,7 +26,7 @@ def _save_timing(args: argparse.Namespace) -> None:
 
     if args.sensor_interval is None and args.training_cron is None:
         return
-    from assets.automation import valid_cron
+    from assets.operations.automation import valid_cron
 
     if args.sensor_interval is not None and args.sensor_interval < 1:
         raise ValueError(f"--sensor-interval {args.sensor_interval}: give a number of seconds, 1 or more")
@@ -79,7 +79,7 @@ def _other_daemon(record: dict | None) -> str | None:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from assets.instance import client, daemon
+    from orchestration import client, daemon
 
     home = env.use_home(args.home)
     try:
@@ -122,7 +122,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return 0
     finally:
         stop(procs)
-        if any("assets.instance.daemon" in p.args for p in procs):
+        if any("orchestration.daemon" in p.args for p in procs):
             daemon.forget(instance)
 
 def stop(procs: list[subprocess.Popen], grace_s: float = 20) -> None:
@@ -141,7 +141,7 @@ def stop(procs: list[subprocess.Popen], grace_s: float = 20) -> None:
             p.wait()
     # A child killed outright (kill -9 of the webserver) left its own children behind: its
     # code server would wait out its heartbeat timeout (about 90 s) before leaving.
-    from assets.instance.daemon import empty_group
+    from orchestration.daemon import empty_group
 
     for p in procs:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -38,7 +38,7 @@ WINDOW = 25
 LR = 1.0  # fastText's 0.1 is for millions of lines; a few thousand pages need bigger steps
 MAX_THRESHOLD = 0.5  # see calibrate_threshold
 FORMAT = 1  # of the saved file: bump when its members or their meaning change
-_MODEL, _META = "model.bin", "meta.json"
+MODEL_MEMBER, _META = "model.bin", "meta.json"
 _BATCH = 4096  # documents per fastText predict call
 
 
@@ -102,7 +102,7 @@ class QualityModel:
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w") as z:
             # Deflated, fast: the hashed rows no training example reached are still zero.
-            z.writestr(_member(_MODEL), _ft_bytes(self._ft), compresslevel=1)
+            z.writestr(_member(MODEL_MEMBER), fasttext_bytes(self._ft), compresslevel=1)
             z.writestr(_member(_META), json.dumps(meta, indent=1, sort_keys=True))
         return buf.getvalue()
 
@@ -111,7 +111,7 @@ class QualityModel:
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as z:
                 meta = json.loads(z.read(_META))
-                model = z.read(_MODEL)
+                model = z.read(MODEL_MEMBER)
         except (zipfile.BadZipFile, KeyError, ValueError) as e:
             raise ValueError(f"{name}: not a learned quality model ({e})") from e
         if meta.get("format") != FORMAT:
@@ -138,9 +138,9 @@ def _member(name: str) -> zipfile.ZipInfo:
     return info
 
 
-def _ft_bytes(ft: Any) -> bytes:
+def fasttext_bytes(ft: Any) -> bytes:
     with tempfile.TemporaryDirectory(prefix="yunque-quality-") as tmp:
-        f = Path(tmp) / _MODEL
+        f = Path(tmp) / MODEL_MEMBER
         ft.save_model(str(f))
         return f.read_bytes()
 
@@ -149,7 +149,7 @@ def _ft_from_bytes(data: bytes) -> Any:
     import fasttext
 
     with tempfile.TemporaryDirectory(prefix="yunque-quality-") as tmp:
-        f = Path(tmp) / _MODEL
+        f = Path(tmp) / MODEL_MEMBER
         f.write_bytes(data)
         return fasttext.load_model(str(f))
 
@@ -268,7 +268,7 @@ def train(ts: TrainingSet, cfg: LearnedQualityConfig) -> QualityModel:
         "heldout_bad_recall": {s: _recall(v, threshold) for s, v in by_src.items()},
         "heldout_good_quantiles": {f"p{q:02d}": float(np.percentile(good, q)) for q in (1, 5, 50)},
         "heldout_bad_median": {s: float(np.median(v)) for s, v in by_src.items()},
-        "model_bytes": len(_ft_bytes(ft)),
+        "model_bytes": len(fasttext_bytes(ft)),
         "zeroed_init": zeroed,
         "params": {"word_ngrams": cfg.word_ngrams, "dim": cfg.dim, "epochs": cfg.epochs,
                    "lr": lr, "window": WINDOW, "bucket": BUCKET, "seed": cfg.seed, "max_tokens": MAX_TOKENS},

@@ -1,0 +1,1 @@
+"""The data half: the per-shard assets (read, clean, filter, sign, dedup, tokenize) with their checks, and the whole-corpus joins (dedup index, quality model, tokenizer, evaluation-contamination check)."""

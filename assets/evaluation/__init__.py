@@ -1,0 +1,1 @@
+"""Evaluation: eval_report across every checkpoint, and promoted_model with the no_regression check that guards it."""

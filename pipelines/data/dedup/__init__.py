@@ -1,0 +1,1 @@
+"""Deduplication: MinHash signatures (`minhash`), the columnar LSH index over their bands (`lsh_index`), near-duplicate clusters and paragraph dedup (`clusters`), and the whole-corpus index built from the shards' signature files (`index`)."""

@@ -1,0 +1,1 @@
+"""Reading a shard: `shard` reads one shard of any format into Documents and Rejections, through the bytes-to-text decoding (`decoding`), the per-file context every format shares (`common`), and the record (`records`) and Parquet (`parquet`) formats."""
