@@ -33,17 +33,14 @@ from pipelines.config import (
     DecontaminationConfig,
     DedupConfig,
     FilterConfig,
-    Fraction,
     LangIdConfig,
     LanguageCode,
-    NonNegFloat,
     PiiConfig,
-    PosInt,
     ReaderConfig,
     TokenizerConfig,
     apply_profile,
-    section,
 )
+from pipelines.sections import Fraction, NonNegFloat, PosInt, section
 from stages.preset_names import DEFAULT_PRESET, RUN_PRESETS
 
 

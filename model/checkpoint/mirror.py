@@ -35,8 +35,8 @@ from model.checkpoint.files import BEST_FILE, PREFIX, SUMS, Checkpoint, latest, 
 from model.checkpoint.state import CheckpointError
 from model.core.config import ModelConfig, TrainConfig
 from model.core.parallel import Dist
-from pipelines.config import PATH, RUNTIME, fields_with
 from pipelines.s3_outage import patient
+from pipelines.sections import PATH, RUNTIME, fields_with
 from pipelines.tokens.token_format import TokenShard
 
 METRICS = "metrics.jsonl"

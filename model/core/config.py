@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from pipelines.config import (
+from pipelines.sections import (
     CONTINUATION,
     PATH,
     RUNTIME,
@@ -122,7 +122,7 @@ class MixtureSource:
 
 @section
 class TrainConfig:
-    """One pretraining run. Each field says what it is to the run (pipelines.config.role):
+    """One pretraining run. Each field says what it is to the run (pipelines.sections.role):
     PATH fields are where it reads and writes, filled in by the stage; RUNTIME fields are
     how, not what; CONTINUATION fields are where a continued run starts. The fields without
     a role are the recipe, hashed into the run's key."""

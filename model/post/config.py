@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from model.core.schedule import schedule_problem
-from pipelines.config import (
+from pipelines.sections import (
     RUNTIME,
     Fraction,
     NonNegFloat,

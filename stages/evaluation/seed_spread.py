@@ -20,7 +20,7 @@ from typing import Any
 
 from model.core.config import TrainConfig
 from model.post.config import STAGE_TYPES
-from pipelines.config import PATH, RUNTIME, fields_with
+from pipelines.sections import PATH, RUNTIME, fields_with
 from stages.names import CHAIN
 from stages.store.keys import cache_key
 

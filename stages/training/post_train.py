@@ -19,7 +19,7 @@ from pathlib import Path
 
 from model.checkpoint.files import checksums
 from model.post.config import PostRun, SFTConfig, check
-from pipelines.config import RUNTIME, fields_with
+from pipelines.sections import RUNTIME, fields_with
 from pipelines.tasks import chitchat, packs
 from pipelines.tokens.tokenizer import file_hash
 from stages.config import YunqueConfig

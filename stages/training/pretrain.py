@@ -36,7 +36,7 @@ from model.checkpoint.files import (
     weights_sha256,
 )
 from model.core.config import ModelConfig, PretrainRun, TrainConfig
-from pipelines.config import recipe_fields
+from pipelines.sections import recipe_fields
 from stages.config import YunqueConfig
 from stages.data.decontamination import DecontaminationError, eval_pairs, training_shards
 from stages.names import BASE_MODEL, TOKEN_SHARDS, TOKENIZER
