@@ -1,23 +1,12 @@
 """Per-shard assets over a batch of shards in one run, the Dagster way.
 
-A run costs process start-up and a code-location import (seconds on a loaded machine),
-while one shard's stage work can take less. So the per-shard assets carry
-`BackfillPolicy.multi_run(SHARDS_PER_RUN)`: a backfill (from `yunque run`, the UI, a
-sensor or the automation) puts up to that many shards in one run, and the asset function
-walks `context.partition_keys`.
-
-One bad shard must not cost its batch: each shard's outputs are committed and reported as
-soon as they are made, with their own materialization event (metadata, data version and
-input versions per shard), so the UI's per-partition view is what one run per shard gives.
-A shard that raises is logged and skipped; after the batch the step fails with one line
-naming every failed shard and why. Dagster's asset backfill counts the partitions of a
-failed ranged run that were materialized as done and only the others as failed, so a
-re-run (the stages are memoised) recomputes only the failed shards.
-
-The events are yielded by hand (an `AssetMaterialization` per shard, an
-`AssetCheckEvaluation` per shard for the checks the asset carries) because a step over a
-range that returns one result reports the same metadata and data version for every
-partition in it, and a step that raises reports none.
+A run costs process start-up and a code-location import, while one shard's stage work
+can take less, so the per-shard assets carry `BackfillPolicy.multi_run(SHARDS_PER_RUN)`
+and walk `context.partition_keys`. One bad shard must not cost its batch: each shard is
+committed and reported by hand, with its own materialization and check events, as soon
+as it is done; a shard that raises is skipped, and after the batch the step fails with one
+line naming every failed shard, so a re-run recomputes only those.
+docs/operations.md#batches-of-shards.
 """
 
 from __future__ import annotations

@@ -4,21 +4,9 @@ process.
 
     python -m bench.bench_checksums [--mb 512] [--rounds 5] [--dir DIR]
 
-THE FILE. --mb MiB of random bytes (incompressible, like zstd parquet and token arrays),
-written once under --dir (default: the system's temporary folder) and read back warm
-from the page cache, as a check right after a commit reads it: this measures the hash,
-not the disk. A cold read adds the disk's own time on every side alike.
-
-THE SIDES, each streaming the file in the same 8 MiB reads:
-  ours      xxh3_128 (xxhash 4.1.0), what the manifests record
-  sha256    hashlib (OpenSSL): what a content-addressed store (git-lfs, DVC) records
-  md5       hashlib: what S3 records as the ETag of an object put in one part
-  blake2b   hashlib: the fastest cryptographic hash in the standard library
-  crc32     zlib: what parquet's optional page checksums and gzip use
-
-Timing: R interleaved rounds (bench.common), ratios peer seconds / our seconds within a
-round (> 1: ours faster), median, range and IQR; then each side's GB/s and seconds per
-GB, the figure docs/benchmarks.md ("Checksums") quotes.
+One file of random bytes read warm from the page cache, so that it measures the hash, not
+the disk, against sha256, md5, blake2b and crc32 in interleaved rounds. The sides and the
+figures: docs/benchmarks.md#checksums.
 """
 
 from __future__ import annotations

@@ -6,29 +6,9 @@ at corpus scale.
     python -m bench.bench_decontamination --scale 1000000 [--words 200]
     python -m bench.bench_decontamination --stage HOME [--preset tiny]
 
-Default: SIDE BY SIDE, the same inputs, each side's whole job from strings to the set of
-contaminated documents. Inputs, built before any clock: the deduplicated documents of the
-home (--input glob, first --limit), and evaluation items the way eval_contamination has
-them: the held-out math problems of es_add2 and its held-out wordings (200 each, short
-items), and 200 passages of the corpus itself (a paragraph of a document, which is then
-removed from the corpus so that only its planted copy can match). 50 of the items are
-planted, verbatim, into 50 documents. Timed per round:
-  ours        NgramIndex(items) (word hashes, n-grams, Bloom filter), then scan() over the
-              documents in batches of 2,048 (as the stage reads them); one thread
-  datatrove   datatrove 0.10.1 NGramsDecontIndexer over the items, NGramsDecontFilter over
-              the documents (bench/decont_datatrove.py: its fastest tokenizer, str.split on
-              its simplified text; offline); one thread
-Printed after the rounds: how many planted documents each side flagged, and how many
-others. The two do not mean the same by a match: datatrove folds every number to 0 and
-never matches an item shorter than its n-gram (the short math problems); ours keeps
-numbers and looks a short item up by its runs of 8 words, or whole.
-
---scale N: OUR SCAN ALONE on N synthetic documents of --words words from a 20,000-word
-vocabulary, generated in batches of 2,048 (generation off the clock), against 600 items:
-throughput and the process's peak memory, which stays that of one batch plus the index.
-
---stage HOME: the eval_contamination stage as the asset runs it, on a home whose token
-shards exist (the report's time, the process's peak memory).
+Default: each side's whole job on the same documents and planted items; --scale: our scan
+alone on synthetic documents (throughput, peak memory); --stage: the eval_contamination
+stage on a home. Method: docs/benchmarks.md#decontamination-bench_decontamination.
 """
 
 from __future__ import annotations

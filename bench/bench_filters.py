@@ -2,18 +2,10 @@
 
     python -m bench.bench_filters [--input GLOB] [--limit N] [--rounds R] [--no-single]
 
-Both sides get the same thresholds (our config defaults), the same Spanish stop words and
-the same tokenizer, and run in the same order (Gopher repetition, Gopher quality, C4,
-FineWeb: FineWeb's pipeline), first drop wins. datatrove's filters are called through
-`.filter(doc)` per Document, without an executor, so only filter logic is timed. Timings
-are warm: a warm-up pass runs first, imports and setup are excluded. The two sides run
-in R interleaved rounds (ours, datatrove / datatrove, ours ...: bench.common.interleaved),
-each round on the whole input; the ratio is taken within each round, and its median and
-spread over the rounds are reported.
-
-Printed: docs/s of the whole chain and of each filter alone (each filter on the input
-text), kept counts, and decision agreement (share of documents with the same keep/drop;
-for the chain also the same reason and, when kept, the same output text).
+Both sides get the same thresholds, stop words and tokenizer and run in FineWeb's order,
+first drop wins; only filter logic is timed, warm, in R interleaved rounds. Printed: the
+documents per second of the chain and of each filter alone, kept counts and decision
+agreement. Method: docs/benchmarks.md#quality-filters-bench_filters.
 """
 
 from __future__ import annotations

@@ -6,13 +6,8 @@ number of new tokens for all (no stop tokens).
                                    [--prompt-len 32] [--batches 1,8] [--threads 2] [--rounds 5]
                                    [--uncached]
 
-Random weights unless --checkpoint is given (the cost does not depend on them) at the
-presets' vocabulary sizes (tiny 4,096, small 32,000); their context is raised where
-needed to fit prompt + new tokens. Ours (KV cache, fp32), ours with int8 weights and
-transformers run in interleaved rounds, rotating which goes first (bench.common.interleaved);
-each round's ratio is taken within the round, then the median and spread over rounds.
---uncached adds one round of ours without the KV cache (an ablation, not a peer: it costs
-tens of times more, so it is left out by default to keep the run to minutes).
+Random weights unless --checkpoint (the cost does not depend on them); --uncached adds one
+round without the KV cache, an ablation. docs/benchmarks.md#generation-bench_generate.
 """
 
 from __future__ import annotations

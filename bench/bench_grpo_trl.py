@@ -5,29 +5,9 @@ Face TRL's GRPOTrainer, on CPU, in one process.
     python -m bench.bench_grpo_trl [--checkpoint DIR] [--prompts 8] [--group 8] [--max-new-tokens 80]
                                    [--temperature 0.7] [--lr 3e-5] [--rounds 5] [--threads 2]
 
-Both sides start from the same weights (TRL loads our transformers export of the
-checkpoint), take the same `--prompts` math prompts every step (the whole prompt set is one
-step's batch, so the samplers' orders do not matter), sample `--group` completions of each
-with the same temperature (no top-k, no top-p) and the same stop tokens (<|end|>,
-<|endoftext|>) up to `--max-new-tokens`, score them with the same reward
-(model.post.rl.verifiable_reward) and make one AdamW update (same lr and betas, no weight
-decay, gradient clip 1.0) with a KL penalty to a frozen reference (beta 0.04), one
-iteration, loss normalised per reply then over replies (TRL's loss_type "grpo"), fp32.
-
-A step is timed from before the rollouts to after the optimizer step: ours around
-`stage.step(step, update)`, TRL's between its trainer callbacks `on_step_begin` and
-`on_step_end` (its generation runs inside the step: this script checks that the reward
-function, called after generation, ran inside every timed window). The two run in
-interleaved rounds, one step of each per round, from trainer callbacks: ours after TRL's
-step k when k is even, before it when k is odd, so that a slow spell of a shared machine
-hits both alike and neither always goes first. Step 0 of each is a warm-up; for the next
-`--rounds` rounds the per-round ratio (median, range, interquartile range) is reported,
-with completion tokens (stop token included, as both count them) per second of the whole
-step, and the mean completion length: with the same weights and sampling the two should
-be close, which is what makes the times comparable.
-
-The checkpoint defaults to $YUNQUE_HOME/data/sft_model (a directory of step-N
-checkpoints, or one step directory). Nothing is downloaded (HF_HUB_OFFLINE=1).
+Both sides start from the same weights (default $YUNQUE_HOME/data/sft_model) with the same
+prompts, sampling, reward and update, and run one step each per interleaved round. What is
+held equal and how a step is timed: docs/benchmarks.md#one-grpo-step-against-trl-bench_grpo_trl.
 """
 
 from __future__ import annotations

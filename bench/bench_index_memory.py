@@ -3,19 +3,10 @@ the slope that says how many documents fit in a memory budget.
 
     python -m bench.bench_index_memory --docs 1000000 3000000 [--shards 200] [--code DIR ...]
 
-For each N it writes N documents' minhash_signatures files (skipped when present): the
-columns `build_index` reads, shaped as `stages.data.dedup.minhash_stage` writes them (a
-32-character doc_id, a source path, 14 LSH band keys, three paragraph hashes and their
-line lengths per document), with 2% of the documents planted as near-duplicates (the same
-band keys as another) and 5% sharing a paragraph with another. Then it builds the index
-(`pipelines.data.dedup.index.build_index`, one process, workers=1 as the `tiny` preset
-runs it) in a fresh process per code checkout (`--code`: this repository by default; a
-second checkout, such as a worktree of an earlier commit, runs side by side) and reports
-its wall time and peak RSS (VmHWM), then the fitted slope (MB per million documents) and
-what it predicts at 10M documents.
-
-The signature files are what the real stage writes, not the corpus: read, clean and
-filter do not take part (bench.bench_scale measures the whole chain at 1M documents).
+For each N it writes N documents' signature files, shaped as the real stage writes them
+with planted near-duplicates and shared paragraphs, builds the index in a fresh process per
+code checkout, and reports wall time, peak RSS, the fitted slope and its prediction at 10M.
+docs/benchmarks.md#the-dedup-indexs-memory-against-n-bench_index_memory-issue-27.
 """
 
 from __future__ import annotations

@@ -1,58 +1,13 @@
-"""MinHash, two comparisons, each in interleaved rounds (bench.common.interleaved: one
-untimed warm-up call of every case, then rounds that rotate which case goes first; ratios
-are taken within each round, peer seconds / our seconds, > 1: ours faster; their median
-and spread are reported).
+"""MinHash, two comparisons, each in interleaved rounds (bench.common.interleaved: ratios
+peer seconds / our seconds within each round, > 1: ours faster; median and spread).
 
     python -m bench.bench_minhash [--input GLOB] [--limit N] [--rounds N] [--quick]
         [--signatures] [--threads N] [--workers N] [--precision 32|64] [--crosscheck] [--profile]
 
---signatures: SIGNATURE COMPUTATION ONLY, on the same shingles. Before any clock, every
-document's set of distinct word-5-gram hashes is computed once (our normalisation and
-shingling: `batch_words` + `batch_shingles`, the stage's own; 32-bit values) and handed to
-each side in the input format of its fastest bulk API; the conversions are untimed. Same
-112 permutations (num_perm) and seed on every side. Timed: shingle hashes -> one signature
-per document, nothing else:
-  ours        `pipelines.data.dedup.minhash._signatures_of_shingles` (what compute_signatures
-              runs after shingling): flat uint32 hashes + int64 offsets -> (docs, 112) uint32;
-              numpy, one thread
-  rensa       rensa 0.5 `RMinHash.digest_matrix_from_flat_token_hashes` (its bulk Rust
-              path): the same values as a flat uint64 buffer + offsets -> digest matrix;
-              rayon, --threads threads (RAYON_NUM_THREADS)
-  datasketch  datasketch 2.0 `MinHash.bulk(..., scheme="affine32", hashfunc=identity)`: the
-              same values as one Python list of ints per document -> one MinHash each
-              (identity: the values are already shingle hashes; affine32 is the scheme our
-              permutations copy, so its signatures must equal ours bit for bit, checked)
-plus, not a peer comparison, `ours_from_text`: compute_signatures on the Arrow text column
-(normalisation, word hashing, shingling and signatures: what minhash_stage computes), so
-that the share of the signature step in our whole text->signature path shows.
-
-Default: THE WHOLE NEAR-DUPLICATE DEDUP, FILES TO FILES, each side with its own I/O. The
-input files (the --input glob, cut to --limit documents, one shard per file) are written
-once, before any clock, as a home's `filtered_documents` shards. Timed per round:
-  ours        our stage functions as the assets call them (stages/data/dedup.py), on a
-              fresh home that has only those shards (copied in before the clock):
-              `minhash_stage` per shard (reads the shard's parquet, writes signatures and
-              band keys), `dedup_index_stage` (LSH clusters over all shards, writes the
-              index), `deduped_stage` per shard (reads the shard, writes the kept documents
-              and the rejected ones with their reason), with `dedup.paragraph_dedup` off:
-              near-duplicate documents only, the job datatrove's MinHash does
-  ours_paragraphs  the same with the product's default config (paragraph dedup on: the
-              index also finds paragraphs repeated across documents and deduped_stage cuts
-              them); not a like-for-like row, it shows what the default costs
-  datatrove   datatrove 0.10.1's MinHash dedup pipeline as its example runs it, with its own
-              reader and writers: ParquetReader -> MinhashDedupSignature; MinhashDedupBuckets
-              (14 tasks); MinhashDedupCluster; ParquetReader -> MinhashDedupFilter (removed
-              documents to an exclusion ParquetWriter) -> ParquetWriter; LocalPipelineExecutor,
-              one task per input file for the per-file stages
-Both sides run --workers processes at a time (default 1: one process each, shards one after
-another; ours uses a process pool for the per-shard stages and `dedup.workers` for the
-index's bands, datatrove its executor's `workers`). Excluded from both clocks: writing the
-input, copying it into our fresh home, reading the results back for the agreement figures.
-The agreement figures (clusters, removed sets, pairs only one side linked) use the last
-round, and the chance baseline is our own dedup with another seed.
-
-The datatrove pipeline is set up in bench/minhash_datatrove.py, the agreement figures are
-computed in bench/minhash_compare.py.
+Default: the whole near-duplicate dedup, files to files, ours (our stages) against
+datatrove's MinHash pipeline, each with its own I/O. --signatures: signature computation
+only, on the same shingle hashes, against rensa and datasketch. What each side runs:
+docs/benchmarks.md#minhash-dedup-bench_minhash and the section after it.
 """
 
 from __future__ import annotations

@@ -3,27 +3,10 @@ beside the stage functions called directly: what orchestration costs.
 
     python -m bench.bench_orchestration --shards 10 100 1000 --docs-per-shard 1000 [--rounds 1] [--out DIR]
 
-For each N it writes a corpus of N shards (random Spanish prose that passes the quality
-rules; skipped when present), then runs, in interleaved rounds, each on
-a fresh home:
-
-* `daemon`: `yunque run --select '*deduped_documents'`, the product path (one backfill, the
-  daemon, the run queue at its limit of two runs, the default batch of
-  YUNQUE_SHARDS_PER_RUN shards per run);
-* `in_process`: the same with `--in-process` (runs one after another in the CLI's process);
-* `direct`: the stage functions with no Dagster at all, in the strongest configuration for
-  two cores: a pool of two worker processes, each taking whole shards through read,
-  clean, filter and minhash, then the index in this process, then deduped in the pool.
-
-It reports wall time, runs created, the daemon path over the direct path (the overhead),
-and the peak RSS of the largest process (the benchmark's waited-for descendants). Then,
-on the daemon path's home: the same command again with every output up to date (what
-nothing to do costs), the import time of the code location, and from the runs' own events
-the median time from run start to first step and from last step to run end; and through a
-webserver started on that home, the response time of the asset's partitions query and of
-the backfills list (the fields the UI's pages ask for).
-
-Results: <out>/results.json and a table per N on stdout.
+Each round runs `daemon` (`yunque run`), `in_process` (`--in-process`) and `direct` (the
+stage functions in a pool of two processes) on fresh homes, then measures an up-to-date
+rerun, the code location's import, the runs' own overheads and the UI's queries. Results:
+<out>/results.json. docs/benchmarks.md#the-product-path-at-n-shards-bench_orchestration-issue-27.
 """
 
 from __future__ import annotations

@@ -4,65 +4,10 @@ recognizers and datatrove's `PIIFormatter`, on the same planted corpus, in one p
     python -m bench.bench_pii [--language es,fr] [--docs N] [--rounds R] [--per-page K]
         [--seed S] [--threshold T] [--show N] [--check-offline]
 
-THE CORPUS. Carrier pages are the held-out GIMP manual pages of the language
-(`tests/data/docs_eval/gimp-help-<lang>.jsonl.gz`, 138 in Spanish, 107 in French), as
-text (`bench.pii_corpus.held_out_texts`: the pipeline's extractor). `bench.pii_corpus.plant`
-writes K valid values of the seven kinds into each page, each in its own carrier sentence,
-and K look-alikes (strings that look like personal data and are not: versions, dates,
-hashes, documentation and private addresses, numbers failing their check digit, ...). For N
-documents the pages are taken in turn; pass p over the pages plants with seed S + p, so a
-page seen twice carries other values. The carrier text is real prose: whatever a tool
-flags in it (GIMP's section numbers "14.26.3.1" are valid public IPv4 addresses) counts
-against that tool.
-
-THE SIDES, each at its strongest, offline:
-  ours       `Redactor(PiiConfig(), language).redact(text)` (timed: the product call);
-             its spans from `.find(text)` (scored)
-  presidio   presidio-analyzer 2.2.366's predefined recognizers for our kinds, built
-             directly with `supported_language` set to the corpus' language: Email, Phone
-             (`supported_regions`: the regions our redactor uses for the language), Iban,
-             CreditCard, Ip, and the national IDs it ships among ours: UsSsn, EsNif, EsNie,
-             ItFiscalCode (no French NIR recognizer, no credential recognizer exists in
-             2.2.366). Each is called as `recognizer.analyze(text, entities, None)`; the
-             redacted text replaces the union of the spans with `<ENTITY_TYPE>`, as
-             presidio-anonymizer's default `replace` does. Not `AnalyzerEngine()`: its
-             defaults load (and download) the spaCy model `en_core_web_lg`. An engine over
-             the same registry with a blank spaCy pipeline (no download) runs the same
-             recognizers plus a tokenizer pass whose empty lemmas leave context
-             enhancement nothing to match, so it would flag exactly these spans, slower.
-             Presidio's own default threshold is 0 (every result counts): that is row
-             `presidio`; row `presidio>=T` keeps results of score >= T (--threshold,
-             default 0.5: the weak US SSN patterns score 0.05, phones 0.4), scored from the
-             same run, not timed apart. tldextract (its email validation) is pointed at
-             its bundled public suffix snapshot with no disk cache: it would otherwise
-             fetch the list from the network on first use.
-  datatrove  datatrove 0.10.1 `PIIFormatter()` at its defaults: `.format(text)` (timed).
-             It replaces emails and public IPs only: 2 of our 7 kinds, so its recall on
-             the other five is 0, reported as such. Its spans are its own two regexes and
-             validator replayed on the input (emails first, then IPs outside them); the
-             script checks that replaying them reproduces `format`'s output exactly.
-
-THE SCORES, the same for every side, from its spans on the input text:
-  recall (per kind)      a planted value is caught when every letter and digit of every
-                         place it is written is inside some flagged span (whatever kind
-                         the tool called it; separators and the "+" of a phone may stay);
-                         recall = caught / planted.
-  precision (per kind)   the tool's spans, overlapping spans of one label merged, by the
-                         kind of their label (Presidio's entity types mapped to ours): the
-                         share that overlaps a planted value. A span on a look-alike or on
-                         ordinary text counts against it.
-  look-alikes intact     the share of look-alikes (every place each is written) that no
-                         span touches.
-  leaked                 planted values still present verbatim in the side's own output
-                         text (the timed call's result): a check on the span scores.
-Timing: documents per second on the whole corpus, one call per document, in R interleaved
-rounds (ours, presidio, datatrove / presidio, datatrove, ours / ...: bench.common), one
-untimed warm-up call of each first; ratios are peer seconds / our seconds within a round
-(> 1: ours faster), with their median, range and IQR. Setup (building recognizers,
-compiling regexes, planting) is off the clock.
-
---check-offline installs a socket guard (an audit hook, as tests/socket_guard.py) before any
-peer is imported and fails if anything tried to reach the network.
+The held-out GIMP pages carry K valid values and K look-alikes each (bench.pii_corpus);
+each side runs at its strongest, offline, and is scored from its spans: recall, precision,
+look-alikes intact, values leaked; speed in R interleaved rounds. --check-offline fails if
+anything reached the network. docs/benchmarks.md#personal-data.
 """
 
 from __future__ import annotations

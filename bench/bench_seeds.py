@@ -2,17 +2,10 @@
 
     python -m bench.bench_seeds --from HOME [--seeds 0 1 2] [--out DIR] [--overrides JSON]
 
-HOME is a home whose data stages and tokenizer are done (`yunque run` once). For each
-seed a new home under --out shares HOME's data outputs up to `token_shards` (hard links:
-no copy, no recomputation) and trains base_model -> SFT -> reward -> DPO -> PPO -> GRPO and
-the eval report with `train.seed` and every `post.<stage>.seed` set to the seed, through
-`yunque --home <seed home> run`, as a user runs it.
-
-Printed and written to <out>/seeds.md: per seed, the base model's validation perplexity,
-each post-training stage's perplexity against it, held-out math accuracy in the training
-wordings and in held-out wordings (`math_rephrased`), and the two targets of issue 18 on
-the held-out wordings (SFT >= 50%; GRPO >= SFT + 5 points); then mean and range over the
-seeds. Resumable: a seed whose home already has its eval report is only read.
+HOME is a home whose data stages and tokenizer are done (`yunque run` once). Each seed
+gets a home under --out sharing HOME's data outputs and trains the whole chain through
+`yunque run` with every seed set; <out>/seeds.md gets per-seed perplexities and held-out
+math, the targets of issue 18, and mean and range. Resumable. docs/benchmarks.md#not-run.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
-"""Serving: `yunque serve` (llama.cpp's OpenAI-compatible server on the export's GGUF),
-llama-cpp-python's own server on the same file (what our layer costs), and our KV-cache
-generation (`yunque generate`'s model.core.generate, in process), on the same model, the
-same prompts and the same number of new tokens: time to first token and new tokens per
-second, for 1 stream and for N concurrent streams. `engine` is `yunque serve`'s own engine
-process reached on its Unix socket, past the front (serving.front): what the
-front's hop costs.
+"""Serving: `yunque serve`, its engine reached past the front, llama-cpp-python's own server
+on the same GGUF file, and our KV-cache generation in process, on the same model, prompts
+and number of new tokens: time to first token and new tokens per second, for 1 stream and
+for N concurrent streams.
 
     python -m bench.bench_serve [--home H] [--export DIR --checkpoint CKPT] [--quant q8_0]
                                 [--new 128] [--streams 1,8] [--threads 2] [--rounds 5]
 
-The model: the home's export (data/exported_model, the main command's) and the checkpoint
-it was exported from, unless --export and --checkpoint are given. Every reply is exactly
---new tokens: the end tokens are banned everywhere (logit_bias -100; no stop tokens for
-ours), greedy. The servers run in subprocesses, asked over HTTP with streaming
-completions, N requests at once from N client threads (llama-cpp-python serves them one
-after another: the figures show the queue); ours decodes the N prompts as one batch.
-Cases run in interleaved rounds (bench.common.interleaved); each ratio is taken within a
-round, then the median and spread over rounds.
+Greedy, end tokens banned, in interleaved rounds. docs/benchmarks.md#serving.
 """
 
 from __future__ import annotations

@@ -5,35 +5,8 @@ documents, the same vocabulary and the same thread count, in interleaved rounds.
     python -m bench.bench_tokenizer [--input GLOB] [--limit N] [--vocab N] [--rounds N]
                                     [--threads N] [--quick]
 
-Training (timed once, printed as "train_bpe"): `pipelines.tokens.tokenizer.train_bpe`, i.e.
-HF `tokenizers`' BpeTrainer through `Tokenizer.train_from_iterator` (our split-pattern
-pre-tokenizer + ByteLevel, min_frequency 2, --vocab tokens) on every input text, from a
-Python list in memory. It has no peer here: ours IS Hugging Face's trainer.
-
-Encoding (interleaved rounds). Every case gets the same list of Python strings (read from
-parquet before any clock), the same vocabulary (trained above), the same --threads, and
-applies the same regex pre-split (SPLIT_PATTERN) inside its encoder. Timed per call:
-  ours_encode            `DocumentEncoder.encode_arrays(texts, threads=N)`: tiktoken's
-                         `Encoding.encode_to_numpy` per document on our pool of N threads
-                         -> one uint32 numpy array per document (what token_shards encodes
-                         with). No writing.
-  ours_encode_write      the same, then `SplitWriter.add` + `close`: concatenate with an
-                         end-of-document token after each, write `<name>.bin` (uint16 at
-                         these vocabularies) and `<name>.idx` (int64 offsets) to disk, fsync.
-                         token_shards' per-shard work minus reading the parquet, the
-                         train/val split by doc_id and the lineage table. No peer writes:
-                         not a like-for-like row, it shows what the writing costs.
-  tiktoken_encode_batch  tiktoken 0.14 `Encoding(pat_str=our split pattern, mergeable_ranks=
-                         each vocabulary entry's bytes).encode_batch(texts, num_threads=N)`
-                         (reasoning tags allowed, as in ours) -> lists of Python ints
-  hf_encode_batch_fast   HF tokenizers 0.23 `Tokenizer.encode_batch_fast(texts,
-                         add_special_tokens=False)` on the trained tokenizer.json (rayon,
-                         RAYON_NUM_THREADS=N; no offsets), then `.ids` of every Encoding ->
-                         lists of Python ints (what `transformers` users get)
-Not timed anywhere: reading the input, training, building the encoders, the id checks.
-All cases must give identical ids on every document, or the benchmark fails. The headline
-ratios are ours_encode against each peer (peer seconds / our seconds, > 1: ours faster),
-per round, with their median and spread.
+Every case must give identical ids on every document, or the benchmark fails; the ratios
+are ours_encode against each peer. The cases: docs/benchmarks.md#tokenizer-bench_tokenizer.
 """
 
 from __future__ import annotations

@@ -1,58 +1,15 @@
 """Training-step throughput: our GPT against transformers' LlamaForCausalLM in each of its
-configurations (eager attention, SDPA attention, SDPA + torch.compile), at the same shapes,
-batch, precision, thread count and optimizer step, in the same process, in interleaved
-rounds; the headline sets our fastest configuration against the FASTEST transformers
-configuration measured. On CPU, MFU is taken against a matmul peak measured in the same
-rounds; on a GPU (--device cuda), against the device's datasheet peak (model.core.flops).
+configurations (eager, SDPA, SDPA + torch.compile), at the same shapes, batch, precision,
+threads and optimizer step, in interleaved rounds; the headline sets our fastest
+configuration against transformers' FASTEST. MFU is against a matmul peak measured in the
+same rounds on CPU, against the datasheet peak on a GPU (model.core.flops).
 
     python -m bench.bench_train [--device cpu|cuda] [--presets tiny,small] [--dtypes fp32,bf16]
         [--rounds 5] [--steps 1] [--batch B] [--seq T] [--threads N] [--no-compile]
         [--cases yunque,yunque_compile,hf_eager,hf_sdpa,hf_sdpa_compile] [--peak-n 1024]
         [--peak-reps N] [--quick]
 
-The cases (each a training call of --steps steps; one AdamW each, made outside the clock):
-  yunque            our GPT (model/core/gpt.py; attention is F.scaled_dot_product_attention), eager
-  yunque_compile    torch.compile(our GPT), default mode, as the trainer compiles it
-  hf_eager          transformers LlamaForCausalLM, attn_implementation="eager", not compiled
-  hf_sdpa           the same with attn_implementation="sdpa"
-  hf_sdpa_compile   torch.compile(hf_sdpa's model), default mode
-  (hf_eager_compile can be asked for with --cases)
-Same in every case: the weights (ours loaded into each Llama; the logits are checked equal
-before timing), the batch (random tokens of the preset's vocabulary; the tokens do not
-change the cost), bf16 autocast or fp32, the torch thread count (one process), and the
-step: forward, the mean cross-entropy over the batch (ours: T targets per row; Llama's own
-loss from labels=inputs, which shifts them: T - 1 targets and one ignored position per
-row), backward, torch.optim.AdamW(lr=1e-4) step (fused on CUDA for both, as the trainer
-runs it), zero_grad. Llama is configured for training (use_cache=False: no KV cache
-built in the forward). Timed: the whole call (with a CUDA synchronize at its end on a
-GPU). Not timed: building the models and optimizers, compilation (warm-up calls).
-
-Timing (bench.common.interleaved): per preset and dtype, two untimed warm-up calls of every
-case (compiled cases can recompile on their second call; one call when none is compiled),
-then every round runs each case
-once in a rotating order. Ratios are taken within each round (other seconds / our
-seconds, > 1: ours faster), reported as median and spread over the rounds. The fastest
-transformers configuration is the one with the lowest median seconds; the headline is our
-fastest configuration against it (and our eager against transformers' fastest uncompiled).
-
-MFU on CPU: the peak is a case of its own in the rotation, a fixed square matmul at the
-same precision (2 n^3 FLOPs per product, repeated to last about as long as a training
-call), and a round's MFU is the model FLOP/s of that round over the matmul FLOP/s of that
-same round, so a slow spell of this shared machine lowers both (run once before the
-models, under other load, the peak read 49 GFLOP/s against 180 quiet, and MFU came out
-above 100%). A load change within a round can still push that round past 100%: such
-rounds are flagged; quote the median. FLOPs per token are 6 x (parameters in matmuls) +
-12 x layers x width x T (PaLM appendix B; model.core.flops.flops_per_token), the same
-count for both models.
-
-GPU (--device cuda; skipped, exit 0, where torch sees no GPU): defaults to GPT-2 small's
-shape (preset gpt2_125m, 125M parameters), bf16, batch 16 x 1024, 10 steps per call, the
-cases yunque, yunque_compile, hf_sdpa, hf_sdpa_compile; MFU against the datasheet's dense
-bf16 peak (model.core.flops.peak_flops), with a measured bf16 matmul printed beside it.
-The same code as the CPU path, with the device passed down.
-
---quick: a check that it runs end to end (tiny preset, fp32, batch 2 x 64, 2 rounds on
-CPU; 2 x 256, 2 steps on a GPU) unless those are given.
+The cases, the MFU method and the GPU defaults: docs/benchmarks.md#training-step-bench_train.
 """
 
 from __future__ import annotations

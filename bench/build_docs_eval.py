@@ -3,28 +3,11 @@
     python -m bench.build_docs_eval [--language es|fr] [--deb gimp-help-<lang>_*.deb]
                                     [--out tests/data/docs_eval] [--target 130]
 
-One package per language (LANGUAGES): gimp-help-es for Spanish (the default), gimp-help-fr
-for French. Neither is a sample-corpus package (pipelines/data/sample/fetch.py), so the filters
-were never looked at against them. Pages are chosen by *structure only*, never by what our
-cleaning, language ID or quality filters say (that would make the test circular):
-
-- the page's own prose, i.e. the text of its <p> elements outside the DocBook navigation
-  header/footer, counted with the stdlib HTML parser (not our extractor), has at least
-  MIN_PROSE_WORDS whitespace-separated words in at least MIN_PARAGRAPHS paragraphs, under
-  at least one heading: a manual page, not a table of contents or an index;
-- the prose is in the language, not an untranslated English page: English function words
-  are under MAX_ENGLISH_SHARE of the function words counted, the language's (its
-  Language.function_words) and English's together (GIMP's translations are incomplete);
-- then every k-th eligible page in sorted path order, k the whole number nearest to
-  eligible / `--target`, for about `--target` pages (es: 275 eligible, k=2, 138 pages;
-  fr: 214 eligible, k=2, 107 pages).
-
-Writes `<package>.jsonl.gz` (one {"source", "html"} per page, html verbatim) and
-`<package>.COPYRIGHT` (the package's licence note, GFDL) beside it. Without `--deb` the
-package is fetched with `apt-get download <package>` (apt lists needed, no root).
-
-Not used: kicad-doc-fr, the only other French source the set may draw on, ships five
-single-page manuals (70-425 KB of HTML each), not a manual of pages to sample from.
+One package per language (LANGUAGES), neither a sample-corpus package. Pages are chosen
+by structure only, never by what our cleaning, language ID or filters say, which would
+make the test circular; about --target of them. Writes `<package>.jsonl.gz` and
+`<package>.COPYRIGHT`; without --deb the package comes from `apt-get download`. The rules:
+docs/data.md#quality-filters ("The held-out documentation set").
 """
 
 from __future__ import annotations
@@ -186,7 +169,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("tests/data/docs_eval"))
     ap.add_argument("--target", type=int, default=130)
     args = ap.parse_args()
-    # Imported here: tests/docs_eval_junk.py reads pages with `prose` and needs only the stdlib.
+    # Imported here: tests/support/docs_eval_junk.py reads pages with `prose` and needs only the stdlib.
     from pipelines.data.sample.fetch import download_package, unpack_package
 
     lang = LANGUAGES[args.language]

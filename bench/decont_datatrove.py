@@ -1,17 +1,11 @@
 """datatrove 0.10.1's n-gram decontamination (`datatrove.pipeline.decont`) as an offline
-peer: the evaluation items go to its own NGramsDecontIndexer as input Documents (its
-documented path for items that are not lighteval tasks), the training documents through
-its own NGramsDecontFilter; both steps run directly (`step.run(iter(docs), 0, 1)`).
+peer: the evaluation items go to its own NGramsDecontIndexer as input Documents, the
+training documents through its own NGramsDecontFilter, both run directly.
 
-Three things of this environment are worked around, none of datatrove's logic:
-  * NGramsDecontIndexer requires lighteval (checked when the step is created) and its
-    run() always asks lighteval's registry for tasks after indexing the input Documents.
-    lighteval is not installed and would go to the Hub: a stand-in registry with no tasks
-    is put in sys.modules for the length of run().
-  * its word tokenizers for "es" are spaCy's (not installed, and 11x slower when it was
-    tried): `split_tokenizer`, str.split on the text simplify_text already cleaned, is its
-    fastest configuration, as for the MinHash peer.
-  * its xxhash64 of a `str` fails on xxhash 4: the same hash of the UTF-8 bytes.
+Three things of this environment are worked around, none of datatrove's logic: lighteval's
+task registry (a stand-in with no tasks), spaCy's word tokenizers (`split_tokenizer`, its
+fastest), and xxhash 4's refusal to hash a `str` (the UTF-8 bytes instead). Why each:
+docs/benchmarks.md#decontamination-bench_decontamination.
 """
 
 from __future__ import annotations

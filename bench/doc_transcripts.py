@@ -7,7 +7,7 @@ the OpenAI-compatible endpoint, exactly as the page's example asks them.
 Without --write it prints the transcript and says whether docs/serve.md holds it; with
 --write it records it in docs/transcripts.json and the block of docs/serve.md between
 the markers (tests/test_docs.py checks that the page holds what the JSON recorded, and
-tests/test_serve.py that `ask` gives a server's own replies).
+tests/serving/test_serve.py that `ask` gives a server's own replies).
 """
 
 from __future__ import annotations

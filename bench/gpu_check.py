@@ -1,20 +1,15 @@
-"""The GPU path on one device, in one short script: a preset (GPT-2 small's shape by default)
-trained in bf16 (dtype `auto`: bf16 where native, see model.core.precision) by the training program itself (`python -m model.pretrain.train`, as the base_model
-asset launches it), in four variants: eager, torch.compile, torch.compile with activation
-checkpointing, and FSDP2 (`fully_shard` over a process group of one). For each: tokens/s
-and MFU over the timed steps after the first (which pays for compilation), against the
-datasheet peak and against a bf16 matmul measured on the same device; peak allocated
-memory against the preflight plan's estimate; wall time with start-up and compilation.
-Then, with --home-config, a home's base-model run (the `train_config.json` its asset wrote,
-paths moved from --home-root to --home-data) trained on the GPU with that config (bf16 where native).
+"""The GPU path on one device, in one short script: a preset (GPT-2 small's shape by
+default) trained in bf16 by the training program itself, as the base_model asset launches
+it, in four variants (eager, torch.compile, compile with activation checkpointing, FSDP2
+over one device): tokens/s and MFU, peak memory against the preflight plan, wall time.
+With --home-config, a home's base-model run trained on the GPU with its own config.
 
     python -m bench.gpu_check [--preset gpt2_125m] [--batch 32] [--seq 1024] [--steps 30]
         [--variants eager,compile,checkpointing,fsdp] [--out DIR]
         [--home-config FILE --home-root ROOT --home-data DIR [--home-steps N]]
 
-The token shards of the variants are random tokens of the preset's vocabulary (the cost of
-a step does not depend on which tokens), written here; never zeros. On a machine without a
-GPU the same script runs on CPU (use --preset tiny and small sizes): that is how it is tested.
+Without a GPU it runs on CPU (use --preset tiny and small sizes): that is how it is tested.
+docs/benchmarks.md#the-gpu-path-on-one-h200-gpu_check-2026-12-04.
 """
 
 from __future__ import annotations

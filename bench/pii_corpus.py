@@ -1,22 +1,12 @@
 """A planted personal-data corpus: real pages with valid personal values and look-alikes
 inserted at sentence boundaries, so that a redactor's recall (planted values gone) and
 precision (look-alikes and clean pages intact) can be measured on text that is otherwise
-real. Used by tests/test_pii.py and bench/bench_pii.py.
+real. Used by tests/pipelines/data/test_pii.py and bench/bench_pii.py.
 
-    plant(pages, "es", seed=0, per_page=3) -> [PlantedDoc(text, values, lookalikes), ...]
-
-Every value is generated VALID from the seed (real check digits: DNI/NIE letters, NIR keys,
-NIF and codice fiscale check characters, IBAN mod-97, card Luhn, phone numbers that
-libphonenumber calls valid, global IP addresses) and written in one of several formats
-(spaced, dashed, dotted, compact, national, +CC). Kinds and formats are dealt round-robin
-over a shuffled list, so a few dozen pages hold every format. Look-alikes are what a
-careless redactor takes for personal data: versions, dates, times, bug numbers, prices,
-hashes, private and documentation IP addresses, example.com addresses, ISBNs, order
-numbers, postal codes, numbers with a wrong check digit, documentation placeholders.
-
-Carrier sentences exist in es, fr and en; other languages use the English ones.
-`held_out_texts(language)` gives the plain text of the held-out GIMP manual pages
-(tests/data/docs_eval), the real carriers the tests use.
+`plant(pages, "es", seed=0, per_page=3)` gives [PlantedDoc(text, values, lookalikes), ...];
+every value is valid (real check digits) and every kind and format appears within a few
+dozen pages. `held_out_texts(language)` gives the plain text of the held-out GIMP manual
+pages. How values are made: docs/benchmarks.md#personal-data.
 """
 
 from __future__ import annotations
@@ -570,7 +560,7 @@ def held_out_texts(language: str) -> tuple[str, ...]:
 
     from pipelines.data.extract import html_to_text
 
-    # the file tests/docs_eval_pages.py reads (bench does not import tests)
+    # the file tests/support/docs_eval_pages.py reads (bench does not import tests)
     path = Path(__file__).parents[1] / "tests" / "data" / "docs_eval" / f"gimp-help-{language}.jsonl.gz"
     with gzip.open(path, "rt", encoding="utf-8") as f:
         pages = [json.loads(line)["html"] for line in f]

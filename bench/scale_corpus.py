@@ -1,25 +1,12 @@
 """A synthetic corpus of N documents with planted near-duplicate pairs, for the scale benchmark.
 
-Every document is a fresh mix of sentences drawn from the Spanish documents of a source
-corpus (the sample's `clean_documents`), shuffled across source documents, grouped into
-2-4 paragraphs, with small perturbations per sentence (adjacent words swapped, a word
-dropped, a number inserted). So two generated documents share a sentence now and then,
-as real pages do, but no 5-gram run long enough to be near-duplicates by accident.
-
-A known fraction of the documents gets one copy with k words substituted, k chosen so
-that the exact Jaccard of word 5-grams (after the pipeline's own `normalize_for_dedup`)
-lands near a target drawn from [jaccard_lo, jaccard_hi]; the exact value is measured
-and saved with the pair. Copies land at random places, mostly in another shard than
-their original, so the index has to find pairs across shards.
-
-Output (one folder per shard, as the corpus readers expect):
-    <out>/corpus/s00/part-0.parquet ...   column `text`; source = "s00/part-0.parquet#<row>"
-    <out>/truth.parquet                   source_a (original), source_b (copy), target, jaccard
-    <out>/corpus_meta.json                parameters, counts, bytes, generation time
-
-Deterministic from the seed; a second call with the same parameters does nothing.
-
     python -m bench.scale_corpus --n 1000000 --out /tmp/work/scale/n1000000
+
+Documents mix sentences of the sample's Spanish documents, perturbed, so that they share a
+sentence now and then but are never near-duplicates by accident; a known fraction gets a
+copy at a measured word-5-gram Jaccard, mostly in another shard. Writes <out>/corpus/
+(one folder per shard), <out>/truth.parquet and <out>/corpus_meta.json; deterministic
+from the seed. docs/benchmarks.md#read-to-dedup-at-1m-documents-bench_scale.
 """
 
 from __future__ import annotations

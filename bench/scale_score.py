@@ -1,20 +1,10 @@
 """Recall and precision of the dedup on the scale benchmark's planted near-duplicate pairs.
 
-What the pipeline decided is read where a user reads it: the `dedup` rejections of
-`deduped_documents` (reason `near_duplicate`, whose detail names the keeper's source).
-A document's cluster is its keeper's source when it was removed, else its own source.
-
-- Recall: over the planted pairs whose two documents both survived the quality filters
-  (both are in `filtered_documents`), the share whose two documents end in one cluster
-  (one removed with the other as keeper, or both removed under one keeper). Reported by
-  bucket of the pair's exact Jaccard, beside the LSH's expected detection probability
-  1 - (1 - J^rows)^bands at each pair's exact J.
-- Precision: over the documents removed as near-duplicates, the share that are right.
-  A removal is right when the document is half of a found planted pair; for the other
-  removals (unplanted, or planted but clustered with something else) a random sample is
-  checked: right when the exact word-5-gram Jaccard to its keeper is at least 0.5 (the
-  generator makes unrelated documents share almost no 5-grams, so anything above that is
-  a real near-duplicate). Precision = (planted right + others x sampled right share) / removed.
+What the pipeline decided is read where a user reads it: the `near_duplicate` rejections
+of `deduped_documents`. Recall is the share of planted pairs (both kept by the filters)
+that end in one cluster, by Jaccard bucket, beside the LSH's expected probability;
+precision the share of removals that are right, planted ones exactly and the others from
+a checked sample. The definitions: docs/benchmarks.md#read-to-dedup-at-1m-documents-bench_scale.
 """
 
 from __future__ import annotations

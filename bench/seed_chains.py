@@ -1,25 +1,15 @@
 """Do the results hold across seeds? The whole post-training chain from fresh base models,
-in parallel processes on one GPU (docs/post-training.md, "Three seeds").
+in parallel processes on one GPU (docs/post-training.md#the-whole-chain-over-three-seeds).
 
-For each seed and math level: a fresh base model (the base_model asset's own config), then
-SFT -> reward -> DPO -> PPO -> GRPO, each from the config its asset wrote, wired as the
-graph wires them (reward and DPO from SFT, PPO from DPO with the reward model, GRPO from
-PPO) with every stage's seed set; each checkpoint scored as the evaluation report scores
-it (validation perplexity, held-out math in the training wordings and in held-out
-wordings). This runs the programs the assets launch, not Dagster: a device image need not
-have Dagster, and `bench/bench_seeds.py` is the same measurement through `yunque run`.
+For each seed and math level: a fresh base model, then SFT -> reward -> DPO -> PPO -> GRPO,
+each from the config its asset wrote and wired as the graph wires them, every checkpoint
+scored as the evaluation report scores it. It runs the programs the assets launch, not
+Dagster (a device image need not have it); `bench/bench_seeds.py` is the same through
+`yunque run`. Settings are environment variables:
 
     HOME_COPY=DIR ROOT=/path/of/the/home [LEVELS="add2 mixed"] [SEEDS="0 1 2"] [UNTIL=grpo]
         [SFT_STEPS=900] [PROBLEMS=200] [GRPO_ALT='{"lr": 2e-4}'] [WORK=/tmp/d] python -m bench.seed_chains
-
-DIR holds `configs/<stage>.json` (a home's data/<asset>/train_config.json for base, sft,
-reward, dpo, ppo and grpo) and `data/` with that home's token_shards, tokenizer and
-sft_model/mixture; every path under ROOT in the configs is moved under DIR. A level other
-than the configs' sets `math_level` in every post-training stage and scores `es_<level>`.
-GRPO_ALT (train overrides) also trains a second GRPO from the same PPO model beside the
-configured one, reported as `grpo_model_alt`. SMOKE=1 runs a few steps of each on CPU. Prints one JSON line per checkpoint and the
-table of `bench_seeds`; writes $OUT/rows.jsonl (as they come), $OUT/chains.json, $OUT/chains.md, $OUT/curves.tar.gz
-(every stage's metrics.jsonl) and $OUT/grpo_curves.jsonl (what the docs cite of GRPO's)."""
+"""
 from __future__ import annotations
 
 import json

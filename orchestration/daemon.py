@@ -1,26 +1,13 @@
 """The Dagster daemon that `yunque run` and `yunque ui` start when none serves the
 instance yet: Dagster's own `dagster-daemon run` over this code location, with one change.
 
-Dagster's backfill daemon wakes every 30 seconds (a module constant, not an instance
-setting), and a backfill of the whole graph advances one dependency level per wake-up:
-about seven levels, so up to three and a half idle minutes per `yunque run`. Our daemon
-wakes every YUNQUE_DAEMON_INTERVAL seconds (default 5). A daemon you run yourself
-(`dagster dev`, `dagster-daemon run`, a Kubernetes deployment) keeps Dagster's 30 s and
-works the same, only slower to move from one level to the next.
-
-The daemon of `yunque run` serves that command's backfill and nothing else: it runs the
-backfill, run queue and run monitoring daemons, not the sensors, schedules and automation
-(YUNQUE_DAEMON_SCOPE=backfills). Otherwise the automation would start runs outside the
-command's selection (a tokenizer after `--select '*deduped_documents'`), which the
-command's exit would then leave failed. `yunque ui` starts every daemon.
-
-Its life is tied to the command that started it: it watches its parent process and, when
-that is gone however it ended (kill -9 included), cancels that command's backfills and
-stops itself and its runs, as a Ctrl-C would. And a heartbeat does not outlive its
-daemon: each of ours records its process (`daemons/<daemon id>.json` in DAGSTER_HOME),
-so a heartbeat from a daemon of ours that is gone from this host (crashed, killed, or
-stopped without a command to forget its heartbeat) no longer counts as one serving the
-instance. A daemon someone else runs is trusted on its heartbeat alone."""
+Its backfill loop wakes every YUNQUE_DAEMON_INTERVAL seconds (5), not Dagster's fixed 30:
+a backfill advances one dependency level per wake-up, and 30 s cost up to three and a half
+idle minutes per `yunque run`. For `yunque run` it runs the backfill, queue and monitoring
+daemons only (YUNQUE_DAEMON_SCOPE=backfills). It dies with the command that started it,
+cancelling that command's backfills, and a heartbeat of ours whose process is gone no
+longer counts. docs/deploy.md#the-daemon-ours-or-yours.
+"""
 
 from __future__ import annotations
 

@@ -1,18 +1,13 @@
 """Riding out a short outage of the Dagster database (PostgreSQL restarted or failed over).
 
-dagster-postgres opens a connection for each storage call (NullPool) and retries a failed
-connect five times over about eleven seconds, then raises `DagsterPostgresException: too
-many retries for DB connection`. A 20-second restart of the server therefore failed the
-runs in flight, the daemon's loops and `yunque run` itself. Under our instance profile
-(`resources.pg_storage`, which every process that opens the instance loads: the CLI, the
-daemon, code servers, run workers, the webserver) a connect is retried instead until
-YUNQUE_OUTAGE_GRACE_S (default 60) have passed since the first failure, with backoff;
-past the grace the same exception ends the command in one line (`yunque.faults`), and
-the same command resumes.
-
-Only connecting is retried: a query cut off mid-way by the restart still fails. Dagster's
-storages open a connection per call and hold it a few milliseconds, so nearly every call
-that meets an outage meets it at the connect."""
+dagster-postgres retries a failed connect for about eleven seconds, so a 20-second
+restart of the server failed the runs in flight, the daemon's loops and `yunque run`.
+Under our instance profile (`resources.pg_storage`, which every process that opens the
+instance loads) a connect is retried with backoff until YUNQUE_OUTAGE_GRACE_S (60) have
+passed since the first failure; past it the same exception ends the command in one line
+(`yunque.faults`). Only connecting is retried: a query cut off mid-way still fails.
+docs/troubleshooting.md#a-disk-a-store-or-the-database-fails.
+"""
 
 from __future__ import annotations
 

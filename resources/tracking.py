@@ -1,27 +1,12 @@
-"""MLflow tracking: a sqlite store under $YUNQUE_HOME/mlflow (`mlflow ui
---backend-store-uri sqlite:///$YUNQUE_HOME/mlflow/mlflow.db` reads it) or any tracking
-server, and its model registry (the promoted model under an alias). A small resource of
-our own rather than dagster-mlflow, whose hook leaves runs RUNNING after asset
-materializations.
+"""MLflow tracking: a sqlite store under $YUNQUE_HOME/mlflow or any tracking server, and its
+model registry (the promoted model under an alias). A small resource of our own rather
+than dagster-mlflow, whose hook leaves runs RUNNING after asset materializations.
 
-Where artifacts go: with a store this process opens itself (the embedded sqlite default,
-or a database URI given as MLFLOW_TRACKING_URI) the experiment's artifacts live beside it
-under the home; with a tracking server (http/https) the server decides (its
---default-artifact-root, or `mlflow-artifacts:` proxied to --artifacts-destination with
---serve-artifacts), so every machine logs into the same artifact store. An experiment
-created before the switch to a server keeps its local path: `experiment_id` refuses it,
-naming the experiment and the way out, rather than scatter artifacts over local disks.
-
-Secrets: credentials come only from the environment (AWS_*, MLFLOW_TRACKING_TOKEN, the
-URI in MLFLOW_TRACKING_URI itself) and stay there: every param, tag and description
-written here goes through `redact` first (a URL's password, the value of a secret-named
-environment variable become `***`), and `display_uri` is the tracking URI to print.
-
-The experiment is tagged as a model-training one (`mlflow.experimentKind` =
-`custom_model_development`, the value MLflow's UI writes when one picks "Machine
-learning"), else MLflow 3 offers it as a GenAI experiment, on its traces. MLflow 3.17's
-UI also has a global GenAI / Machine learning switch that wins over the tag; `ui_url`
-gives links that set it (`?workflowType=machine_learning`).
+Artifacts live beside a store this process opens itself, and where a tracking server
+decides otherwise; `experiment_id` refuses an experiment left with a local path after a
+switch to a server. Credentials come only from the environment, and every param, tag and
+description goes through `redact` first. The experiment is tagged as a model-training
+one; `ui_url` gives links to MLflow's machine-learning view. docs/deploy.md#an-mlflow-tracking-server.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """`yunque serve`'s application: llama-cpp-python's OpenAI-compatible server on the
 exports' GGUF files (/v1/chat/completions, /v1/completions, /v1/models; streaming or not),
-with, on the same server:
+with, on the same server, the refusals of serving.limits, the chat page (GET /), the
+served models' identities (/yunque/models), the ratings (POST and GET /yunque/feedback)
+and a reload of the champion (POST /yunque/reload).
 
-    RequestLimits        the refusals of serving.limits, before llama.cpp
-    GET  /               the chat page (serving/page.html): chat, compare two models, rate
-    GET  /v1/models      llama-cpp-python's list, each model with its `yunque` identity
-    GET  /yunque/models  the served models with their registry versions, weights hashes, and
-                         the ratings each was aligned on
-    POST /yunque/feedback  one rating, appended durably (pipelines.feedback.records) before 201
-    GET  /yunque/feedback  how many ratings the home holds
-    POST /yunque/reload  ask the champion's resolver now (it is also asked every watch_s)
-
-llama-cpp-python keeps one model in memory and serves requests one at a time (a request
-waits for the one before it; it is not interrupted); a request for another model loads
-that one in its place. The chat template comes from each GGUF's metadata, so a
-conversation is formatted as in training.
+llama-cpp-python keeps one model in memory and serves requests one at a time; a request
+for another model loads that one in its place. The chat template comes from each GGUF's
+metadata, so a conversation is formatted as in training. docs/serve.md#the-endpoint.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the routes' annotations (Request)

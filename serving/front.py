@@ -1,20 +1,12 @@
 """An endpoint that outlives its engine.
 
-llama.cpp is native code: a build for another CPU (pip's default compiles for the
-machine it runs on, and a wheel built elsewhere may use instructions this one lacks)
-dies with SIGILL or SIGSEGV at the first generation, and takes its process with it. So
-`yunque serve` runs the model in a child process, the engine (the whole application of
-`serving.app`, on a Unix socket), and this front in its own:
-
-* `Engine` starts the child and waits until it answers; the child loads each model and
-  generates a few tokens before it listens (`warm_up`), so a native crash shows at start.
-  A crash before the first start answered is reported in one line (`crash_line`: the
-  likely cause and the reinstall command), and the command ends. A crash later is
-  logged, and the engine starts again; meanwhile requests get 503.
-* `front_app` forwards every request (method, path, headers, body streamed both ways)
-  to the engine's socket. A request in flight when the engine dies gets a 503 before its
-  response started; a stream already under way (`stream: true`) gets a last
-  server-sent event naming the crash, then ends.
+llama.cpp is native code, and a build for another CPU dies with SIGILL or SIGSEGV at the
+first generation, taking its process with it. So `yunque serve` runs the application in
+a child process (the engine, on a Unix socket) and this front in its own: `Engine` starts
+the child, which generates a few tokens before it listens, so that a native crash shows
+at start (one line, `crash_line`) and a later crash restarts it; `front_app` forwards
+every request, and one in flight when the engine dies gets a 503 (or, mid-stream, a last
+event naming the crash). docs/serve.md#an-endpoint-that-outlives-its-engine.
 """
 
 from __future__ import annotations

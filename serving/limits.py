@@ -1,28 +1,12 @@
-"""What the endpoint refuses or adjusts before llama.cpp sees it. Refused, each with an
-OpenAI-style error: a body too large or not JSON (400), a model it does not serve (404),
-max_tokens above the limit (400), a last turn longer than the model's context (400,
-streaming or not: llama.cpp itself finds that only once a stream has started, and cuts
-the connection). A body not sent as JSON gets 415.
+"""What the endpoint refuses or adjusts before llama.cpp sees it.
 
-Adjusted, and said in the response's headers (a streamed reply has them before its first
-token, so a page can show them at once):
-
-    X-Yunque-Dropped-Messages  a conversation longer than the context loses its oldest
-                               turns (never the system message or the last user turn)
-                               until the prompt leaves the reply room (FIT_REPLY)
-    X-Yunque-Prompt-Tokens     the prompt as sent to the model, and X-Yunque-Context
-    X-Yunque-Reply-Room        the tokens the reply can have before the context is full
-    X-Yunque-Seed              the sampling seed: a new one per request unless it gave one
-                               (llama-cpp-python otherwise derives each request's seed from
-                               the last, so a reloaded model repeats its "samples")
-    X-Yunque-Model, -Version, -Weights
-                               who answers: the served model as it is when the request is
-                               checked (a new champion is swapped in just before), which a
-                               rating of the reply names
-
-An ASGI middleware rather than a FastAPI dependency: it reads the body once, checks it,
-and hands the same bytes on to llama-cpp-python's routes, which parse it themselves. It
-also queues the generation requests, one at a time in order of arrival.
+Refused with an OpenAI-style error: a body too large, not JSON or not sent as JSON, a
+model not served, max_tokens over the limit, a last turn longer than the context (found
+here because llama.cpp finds it only once a stream has started). Adjusted, and said in
+`X-Yunque-*` headers sent before the first token: the oldest turns dropped to leave the
+reply room, the seed, who answers. An ASGI middleware, so the body is read once and the
+same bytes go on; it also queues the generation requests in order of arrival. The codes
+and headers: docs/serve.md#limits-and-errors.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """Which model outputs are up to date, asked before anything runs.
 
-The data half is planned from the stages' own keys (`stages.data.plan`). The model half's
-keys depend on what training produced (a post-training key carries its parent's weights
-hash, the SFT mixture scans the domain QA pairs), so they are not known without running.
-Instead each model asset records on its materialization the `yunque/plan` tag: a hash of
-the resolved configuration, the asset's code version and the data version of each of
-its inputs, taken when the step starts (`plan_tags`). An output is up to date
-(`model_fresh`) when its latest materialization carries the tag that the same inputs
-would give now, none of its inputs is about to run, and no blocking check failed on
-that materialization (a rerun must block again, not let its children through).
-
-A partitioned input (token_shards under base_model) counts through the data versions of
-its current partitions, read in one query. Dagster's own provenance for such an input
-stops meaning anything past 100 partitions (SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD
-in dagster's data_version.py), and a corpus has thousands.
-
-The configuration counts whole: changing any setting resubmits the model half, whose
-stages then reuse whatever their own keys find unchanged (that costs the runs' start-up,
-not training). A change made outside Dagster (a model version deleted from the MLflow
-registry by hand) is not seen here: materialize the asset from the UI, or with
-`yunque run --select`, and it runs.
+A model asset's key depends on what training produced, so it is not known without running.
+Instead each records on its materialization the `yunque/plan` tag (`plan_tags`): a hash of
+the resolved configuration, its code version and its inputs' data versions when the step
+starts. An output is up to date (`model_fresh`) when its latest materialization carries the
+tag the same inputs would give now, none of its inputs is about to run, and no blocking
+check failed on it. Changes made outside Dagster are not seen.
+docs/operations.md#yunque-run.
 """
 
 import json

@@ -1,19 +1,12 @@
-"""Checkpoints on shared storage, so that training on several nodes resumes from one
-checkpoint on every rank (`train.checkpoint_mirror`, an fsspec URL: s3://..., file://...,
-or a path every node mounts).
+"""Checkpoints on shared storage (`train.checkpoint_mirror`: an fsspec URL, or a path every
+node mounts), so that training on several nodes resumes from one checkpoint on every rank.
 
-Rank 0 writes each checkpoint to its local `train.out` as before, then copies it to
-`<mirror>/step-NNNNNNNN/` (checksums.json last: until it lands the copy is incomplete, and
-`download` verifies every file against it anyway), and `<mirror>/metrics.jsonl` beside it.
-At the start, before resuming, the first process of every node fetches the newest complete
-checkpoint of this run from the mirror if it is newer than its own, rank 0 names the one
-it resumes from (step and checksums), and every rank checks that it holds exactly that one:
-a node whose disk kept an older run's files, or lost its own, resumes like the others or
-the run stops with the reason, never silently from something else.
-
-Without a mirror, several nodes need `train.out` on a path they all share: when a file rank
-0 creates there is not seen on every node, the first process of each node warns, and a
-node that cannot see rank 0's checkpoint stops the run.
+Rank 0 copies each checkpoint to `<mirror>/step-NNNNNNNN/`, checksums.json last, so that an
+incomplete copy never looks complete. Before resuming, each node's first process fetches
+the newest complete one if it is newer than its own, and every rank checks it holds the
+one rank 0 names: a node resumes like the others, or the run stops with the reason, never
+silently from something else. Without a mirror, `train.out` must be shared by all nodes.
+docs/deploy.md#training-on-several-nodes.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Checkpoints: one directory per step, written atomically, verified by checksum.
 
-    <root>/step-00000500/model.safetensors   weights (tied lm_head stored once)
-                         optimizer.pt        optimizer state (tensors and numbers only)
-                         rng.pt              torch RNG state
-                         heads.safetensors   post-training heads beside the language model (the
-                                             reward model's score, PPO's value head), if any
-                         state.json          step, data-loader state, configs, metrics
-                         tokenizer/          the tokenizer it was trained with (tokenizer.json
-                                             and the transformers side files), so a checkpoint
-                                             directory is usable on its own
-                         checksums.json      sha256 of the files above
-
-Nothing is unpickled beyond tensors and plain containers (`torch.load(weights_only=True)`,
-safetensors). `latest(root)` is the newest checkpoint whose checksums hold; a corrupted
-newest one is skipped with a warning.
+`<root>/step-NNNNNNNN/` holds the weights (a tied head stored once), the optimizer and RNG
+states, any post-training heads, state.json (step, loader state, configs, metrics), the
+tokenizer it was trained with (so the directory is usable on its own) and checksums.json.
+Nothing is unpickled beyond tensors and plain containers. `latest(root)` is the newest
+checkpoint whose checksums hold; a corrupted newest one is skipped with a warning. The
+files: docs/pretraining.md#files.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ FORMAT_TOLERANCE = 1e-4  # max |logit difference| for the same weights: the issu
 # with the step, so q4_0's is ~16x q8_0's (measured 10-22x on the 31 models below). The
 # bound is 16x the largest q8_0 error on the test's model (3.1%): 0.5, the error stays under
 # half the largest logit. Measured in transformers (llama.cpp within 0.015; per text, as
-# tests/test_llama_cpp.py judges it, up to 0.41):
+# tests/model/test_llama_cpp.py judges it, up to 0.41):
 #   the test's random model (dim 64, 2 layers; 3 variants x 5 seeds)   0.19-0.38
 #   dim 256, 6 layers, the same per-layer gain (std 0.04; 4 models)     0.32-0.39
 #   dim 256, 6 layers, GPT's init (std 0.02; 4 models)                  0.14-0.17

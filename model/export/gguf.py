@@ -1,18 +1,11 @@
 """GGUF export: one file with the weights, the architecture and the tokenizer, which
 llama.cpp runs and transformers loads with `from_pretrained(dir, gguf_file=...)`.
 
-What the format asks of us, as llama.cpp's own `convert_hf_to_gguf.py` does it:
-  * tensor names are GGUF's (`token_embd`, `blk.N.attn_q` ...), taken from the gguf
-    package's own name map for the architecture, so they cannot drift from llama.cpp's;
-  * `llama` applies rotary embeddings to interleaved pairs where we (and HF) rotate
-    halves, so q and k rows are permuted per head; `qwen3` (our q/k-norm variant) rotates
-    halves like us and needs no permutation;
-  * 1-D tensors (norms) stay f32 in every type; a matrix whose rows do not split into
-    the quantization's 32-value blocks is written as f16 instead;
-  * the tokenizer is byte-level BPE ("gpt2" in GGUF terms): tokens in id order, merges,
-    token types (control tokens CONTROL, reasoning tags USER_DEFINED), end-of-text as
-    EOS/padding, <|end|> as end-of-turn, and the chat template. Our split pattern (GPT-4
-    style, one digit per piece) is the one llama.cpp knows as the "qwen2" pre-tokenizer.
+Written as llama.cpp's own `convert_hf_to_gguf.py` writes it: tensor names from the gguf
+package's map (so they cannot drift from llama.cpp's), q and k rows permuted for `llama`'s
+interleaved rotary layout (not for `qwen3`), norms in f32, and the tokenizer as byte-level
+BPE with llama.cpp's "qwen2" pre-tokenizer and the chat template. What each choice is
+for: docs/use.md#export-the-exported_model-asset.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Export a checkpoint as a Hugging Face model directory that transformers, vLLM and
-llama.cpp's converter load as they are:
+llama.cpp's converter load as they are.
 
-    config.json              LlamaForCausalLM (Qwen3ForCausalLM when the model has q/k norms)
-    generation_config.json   stops on <|end|> and <|endoftext|>
-    model.safetensors        the state dict as it is (our names are Llama's); tied head stored once
-    tokenizer.json, tokenizer_config.json (with the chat template), special_tokens_map.json,
-    chat_template.jinja
-    yunque_export.json       where it came from (checkpoint, step, metrics), the files; with
-                             `lineage`, its source (asset, checkpoint, step, weights sha256) and
-                             the source's materialized record, the chain back to the raw shards
-                             (stages.training.lineage), so a copied export still knows it; the
-                             exported_model asset adds its transformers checks
-    model-<type>.gguf        with --gguf: f16, q8_0 and q4_0 (model/export/gguf.py)
+The directory holds config.json (LlamaForCausalLM, or Qwen3ForCausalLM with q/k norms),
+generation_config.json, model.safetensors (our names are Llama's), the tokenizer files
+with the chat template, yunque_export.json (where it came from and, with `lineage`, the
+chain back to the raw shards, so a copied export still knows it) and, with --gguf, the
+GGUF files (model/export/gguf.py). The files: docs/use.md#export-the-exported_model-asset.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Supervise a training command so that stopping it stops everything it started:
 `python -m model.launch.supervise [--timeout S] [--grace S] -- torchrun ...`.
 
-Dagster Pipes ends an external process by sending SIGINT to the process it started and
-waiting a while. torchrun forwards a signal to its workers, but only if it gets to run
-its handler; a worker stuck in a collective, or torchrun itself killed, leaves orphans
-holding GPUs. So the command runs in its own session (process group): SIGINT or SIGTERM
-here, or the timeout, sends SIGTERM to the whole group, then SIGKILL after the grace
-period. The same happens when this process's parent dies (a SIGKILLed run worker), the
-command dies with this process (PR_SET_PDEATHSIG), and the training workers watch their
-parent (model.core.parallel), so no layer outlives the one above it.
-
-Exit status: the command's own, 124 on timeout, 130 when interrupted.
-
-`Launch.command` builds the whole line (this supervisor around torchrun) for one node or
-for one of several; the Dagster launcher (resources.launcher) and `yunque node` both use it.
+The command runs in its own process group: SIGINT or SIGTERM here, the timeout, or the
+death of this process's parent send SIGTERM to the whole group, then SIGKILL after the
+grace period. Dagster Pipes' SIGINT and torchrun's own forwarding would leave workers
+stuck in a collective holding GPUs. Exit status: the command's own, 124 on timeout, 130
+when interrupted. `Launch.command` builds the whole line, for one node or one of several.
+Why, and the layers: docs/pretraining.md#the-launcher.
 """
 
 from __future__ import annotations

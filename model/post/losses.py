@@ -1,5 +1,5 @@
 """The post-training objectives as pure functions of tensors (tested on hand-computed
-values in tests/test_post_losses.py).
+values in tests/model/post/test_post_losses.py).
 
 Conventions: `logp` are per-token log-probabilities of the sampled / given tokens (B, T),
 `mask` (B, T) marks the reply tokens, sequence log-probabilities are sums over the mask.

@@ -1,18 +1,12 @@
 """The pretraining data loader: random fixed-length windows over memory-mapped token
 shards, split across DDP ranks without overlap, resumable exactly.
 
-Each epoch cuts every shard into non-overlapping windows of `seq_len + 1` tokens, starting
-at a random offset (so window boundaries move between epochs), and shuffles the windows of
-all shards together with a generator seeded by (seed, epoch). Global step s takes
-windows [s*G, (s+1)*G) of that order, G = batch_size * world_size, and rank r takes its
-contiguous slice of B. The whole state is therefore (epoch, cursor): no RNG object needs
-pickling, a checkpoint stores a few integers, and one process with batch 2B sees exactly
-the windows two processes with batch B see together.
-
-`MixtureWindows` draws from groups of shards in fixed proportions (a data mixture,
-`train.mixture`, model/pretrain/mixture.py; continued pretraining: new shards and a replay of old
-ones), each group with its own such order; its state is the global slots consumed plus
-(epoch, cursor) per group.
+Each epoch cuts every shard into windows of `seq_len + 1` tokens from a random offset and
+shuffles them all with a generator seeded by (seed, epoch); step s takes the next
+batch_size * world_size windows and each rank its contiguous slice. So the whole state is
+(epoch, cursor), and one process with batch 2B sees exactly the windows two processes with
+batch B see. `MixtureWindows` draws groups of shards in fixed proportions, each group with
+its own order (`train.mixture`, model/pretrain/mixture.py). docs/tokenizer.md#the-pretraining-loader.
 """
 
 from __future__ import annotations

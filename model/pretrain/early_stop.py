@@ -1,17 +1,12 @@
 """Early stopping on validation loss, and the run's best checkpoint (torch-free: the
 stages read `best.json` with `read_best`).
 
-After each evaluation `update` compares the validation loss with the best so far: a fall
-of more than `min_delta` nats makes that step the best (model.pretrain.train saves a checkpoint
-there if it is not a checkpoint step anyway, and rotation never deletes it); otherwise
-`evals_since_best` grows, and at `patience` (> 0) the run stops. The state rides in every
-checkpoint (state.json "early_stop"), so a resumed run stops where an uninterrupted one
-does. Rank 0 keeps `<out>/best.json` (written atomically) up to date:
-
-    step, val_loss, path     the best checkpoint so far (what the stages record and consume)
-    evals_since_best, patience, min_delta
-    last_step                the newest checkpoint written
-    stopped_at               the step early stopping ended the run at (null: it did not)
+After each evaluation `update` makes the step the best when the validation loss fell by
+more than `min_delta` nats (the trainer then keeps a checkpoint there), and otherwise counts
+up to `patience` (> 0) evaluations before the run stops. The state rides in every
+checkpoint, so a resumed run stops where an uninterrupted one does; rank 0 keeps
+`<out>/best.json` up to date. Its fields:
+docs/pretraining.md#early-stopping-and-the-best-checkpoint.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Data mixtures as configuration (`train.mixture`): which shards each named source holds,
 and the (name, shards, weight) groups the loader (model.pretrain.data.MixtureWindows) reads.
 
-A source names its shards by name or fnmatch pattern (case-sensitive: `web-*`); a weight
-is the source's share of the training windows relative to the other weights, so a source
-is up-sampled (several epochs) or down-sampled (part of an epoch) by giving it more or
-less than its share of the tokens. The rules:
-
-* every shard is in exactly one source: a shard no source names is an error naming it
-  (a mixture states proportions; a shard with no weight has none, and folding it into
-  some source silently would change that source's meaning), as is a shard two sources
-  name, and a pattern that matches no shard (a typo would otherwise drop a source);
-* a continued run (new shards after a finished run) keeps its split, the new or changed
-  shards `1 - replay_fraction` of the windows and the replayed ones the rest, and applies
-  the mixture's weights within each part: sources `new/<name>` and `replay/<name>`.
-
-Torch-free: the stage (stages/training/mixture.py) resolves shard names before launch, the training
-program resolves paths (by their last component) when the stage has not.
+A source names its shards by name or fnmatch pattern, and its weight is its share of the
+training windows relative to the others (so up- or down-sampled). Every shard is in exactly
+one source: a shard no source names, a shard two sources name and a pattern that matches
+nothing are errors, since a mixture states proportions. A continued run keeps its new /
+replay split and applies the weights within each part. Torch-free, so that the stage
+resolves names before launch. docs/pretraining.md#data-mixtures.
 """
 
 from __future__ import annotations

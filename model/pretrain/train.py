@@ -1,20 +1,12 @@
 """The pretraining program: `torchrun [...] -m model.pretrain.train --config run.json` (or plain
 `python -m model.pretrain.train` for one process).
 
-DDP or FSDP2 when WORLD_SIZE > 1 (gloo on CPU, NCCL on GPU); AdamW (fused on CUDA) or
-Muon; warmup + cosine or warmup-stable-decay; gradient clipping; accumulation to a
-target tokens per step; bf16 autocast; optional torch.compile; periodic validation
-(loss, perplexity, bits per byte) and downstream evaluations every K steps
-(model.pretrain.downstream); checkpoints with exact resume; a stop, skip, warning or
-rollback on non-finite steps and loss spikes (model.pretrain.divergence); a time estimate
-measured over the first steps.
-A continued run (`train.init_from`) starts from another run's final weights at its step,
-with fresh optimizer moments, re-warms and decays over its own steps, and reads a mixture
-of new and replayed shards (model.pretrain.data.MixtureWindows).
-Rank 0 writes one JSON object per record to `<out>/metrics.jsonl`, a readable line to
-stdout, and, when launched by Dagster, logs and the materialization through Pipes
-(model.launch.sinks). On several nodes every rank resumes from the same checkpoint, shared
-through `train.checkpoint_mirror` or a shared `out` (model.checkpoint.mirror).
+DDP or FSDP2 across ranks; AdamW or Muon; warmup + cosine or warmup-stable-decay;
+accumulation, bf16 autocast, optional torch.compile; periodic validation and downstream
+evaluations; checkpoints with exact resume, shared across nodes (model.checkpoint.mirror);
+spikes handled (model.pretrain.divergence); continued runs from another run's weights
+(`train.init_from`). Rank 0 writes `<out>/metrics.jsonl` and, under Dagster, reports
+through Pipes. docs/pretraining.md#the-training-program.
 """
 
 from __future__ import annotations

@@ -1,37 +1,12 @@
 """Threshold calibration of the quality rules, from measured metric distributions.
 
-FineWeb-2 set its per-language thresholds by looking at each rule's metric on the
-language's own data instead of reusing English numbers. Here the inputs are two metric
-tables (reason -> one value per document, from `QualityFilters.evaluate`): the corpus,
-and optionally a reference folder of documents the user knows are good. The columns of a
-table are aligned (the i-th value of every column is the i-th document's; ValueError if
-their lengths differ), so drops are counted per document over all rules: a document
-failing two rules drops once (the "union" drop).
-
-`tail` (default 2 %) is ONE budget for the whole proposal, not a cut per rule: cutting
-the tail of ~25 rules independently compounds to far more than `tail` of the corpus.
-
-  * A rule's candidate is its corpus tail cut (the tightest threshold at which the rule
-    alone drops at most `tail` of the corpus), moved, with a reference, at least `margin`
-    (relative) beyond the reference's most extreme value so every reference document is kept.
-  * Loosening: where the current threshold alone drops more than `tail` of the corpus (it
-    cuts the body of the distribution, as Gopher's alphabetic-words rule does on Spanish),
-    or drops a reference document, the rule goes to its candidate.
-  * Tightening needs a reference (without one there is no evidence that a tail is junk,
-    and the rule keeps its threshold). Starting from the loosened-or-kept thresholds,
-    rules are tightened to their candidates greedily, the one adding the fewest dropped
-    documents first, while the union drop stays within max(`tail`, the union drop of the
-    loosened-or-kept thresholds). A rule is tightened to its candidate or not at all.
-  * The document-length bounds (min/max_doc_words) are never tightened: length is not a
-    quality signal (a long manual page is not junk; Gopher's published bound is 100,000).
-
-Flag rules (lorem ipsum, "{", empty), rules that are off, and rules without a config field
-keep their thresholds. Integer rules (word, stop word and sentence counts) round towards
-keeping, fractions too (to 4 decimals). Rules sharing a field (hash and ellipsis ratios)
-get the looser of their proposals, as `apply_thresholds` writes them. A proposal records,
-per rule, the current and the proposed threshold and the share of corpus and reference
-documents each drops, and overall the union drop of the current and of the proposed
-thresholds; `thresholds()` maps it onto the config (`apply_thresholds`).
+As FineWeb-2 did per language, each rule's threshold is proposed from its metric on the
+corpus, and optionally on a reference folder of documents the user knows are good, rather
+than reused from English. Inputs are metric tables from `QualityFilters.evaluate` (reason ->
+one value per document; the columns aligned, ValueError if their lengths differ). `tail`
+is ONE drop budget for the whole proposal, counted per document over all rules, not a cut
+per rule; rules are tightened only with a reference, and the document-length bounds never
+(length is not a quality signal). The rules in full: docs/data.md#quality-filters.
 """
 
 from __future__ import annotations

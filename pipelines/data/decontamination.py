@@ -1,25 +1,12 @@
 """Which evaluation items appear in training text: n-gram overlap (no torch, no Dagster).
 
-The method is GPT-3's (Brown et al. 2020, appendix C), which lm-evaluation-harness's
-decontamination tool also follows: an evaluation item is contaminated when any of its
-13-grams of words occurs in a training document, after lowercasing and dropping
-punctuation. The words here are the dedup's (`pipelines.data.words`: alphanumeric runs,
-Latin accents folded) with one difference: digit runs are kept. Problems generated from
-one template differ only in their numbers, and folding them would make every sibling of
-a leaked problem look leaked.
-
-An item shorter than `ngram` words is checked by its runs of `min_words` words (8, the
-n-gram of Dolma's and Marin's paragraph decontamination), and one shorter than that
-("Calcula 79 + 61.") as the whole sequence of its words, when it has at least
-MIN_ITEM_WORDS; an item of one or two words would match by chance and is counted as
-not checkable.
-
-The evaluation side is indexed, the training side streams. As in Dolma's and Marin's
-decontamination, the evaluation n-grams go into a Bloom filter: every training n-gram
-costs a few bit reads of a filter sized for the evaluation sets, and only the filter's
-hits are confirmed against the exact sorted hashes and mapped to their items. Memory is
-bounded by the evaluation sets (about 10 bytes per evaluation n-gram plus the filter),
-never by the corpus; the corpus goes through in batches of documents.
+GPT-3's method (Brown et al. 2020, appendix C): an item is contaminated when one of its
+13-grams of words occurs in a training document. Words are the dedup's
+(`pipelines.data.words`) but keep their digits, so that one leaked templated problem does
+not make its siblings look leaked; shorter items are looked up by runs of `min_words`
+words, or whole. The evaluation n-grams go into a Bloom filter whose hits are confirmed
+exactly, so memory is bounded by the evaluation sets, never by the corpus, which streams.
+Details: docs/evaluation.md#decontamination-eval_contamination.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """HTML -> plain text with boilerplate removal, and Unicode normalisation of any text.
 
-Two extractors are supported because they fail differently (see `bench/compare_extractors.py`
-for the measured comparison on the sample corpus):
-
-- "resiliparse" (default): a fast DOM walk in C++ with simple main-content heuristics
-  (drops <nav>, <header>, <footer>, <aside>, elements with navigation/footer/cookie class
-  names and hidden elements). Keeps headings, list items and inline markup verbatim.
-- "trafilatura": a heavier XPath-based main-content extractor (with readability/jusText
-  fallbacks), tuned for news and blog pages. On documentation it drops headings kept in
-  DocBook title blocks and prunes every element whose class contains "menu" or "bar" (so
-  `<span class="menuitem">Buscar</span>` in the LibreOffice help vanishes mid-sentence),
-  and it is about 10x slower.
-
-Both functions here are total: odd input never raises, it yields "".
+Two extractors, because they fail differently: "resiliparse" (the default: a fast C++ DOM
+walk with main-content heuristics) and "trafilatura" (heavier, tuned for news and blog
+pages, about 10x slower, and on documentation it drops headings and "menu" / "bar"
+elements). What each loses: docs/data.md#extraction; `bench/compare_extractors.py`
+measures them. Both functions here are total: odd input never raises, it yields "".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Words for dedup, hashed straight from a batch's UTF-8 bytes in numpy.
 
-The normalisation is recall-oriented (what datatrove also does): lowercase, a word is a
-run of alphanumeric characters (`str.isalnum`, so punctuation, "_", symbols and combining
-marks separate words), each run of ASCII digits becomes "0", and Latin letters with
-accents fold to their ASCII letter ("está" == "esta").
-
-`normalize_for_dedup` + `word_hash` say it in Python, one string at a time: the
-definition, used by the tests. `batch_words` computes the same hashes for a whole column
-without creating a Python object per word or per document: Arrow lowercases the batch,
-then every step is a numpy pass over its byte buffer (a lookup table of alphanumeric
-code points classifies characters, two-byte Latin letters fold in place, digit runs
-collapse); the kept bytes then are an Arrow binary array of the words, which Arrow
-dictionary-encodes so that only distinct words are hashed (xxh3). Tokenising with a regex
-into Arrow strings cost about twice as much; hashing every byte in numpy, more.
+The normalisation is recall-oriented, as datatrove's: lowercase, a word is a run of
+`str.isalnum` characters, each run of ASCII digits becomes "0", Latin accents fold
+("está" == "esta"). `normalize_for_dedup` + `word_hash` are the definition, one string at
+a time, used by the tests; `batch_words` gives the same hashes for a whole column without
+a Python object per word (numpy passes over Arrow's byte buffer, only distinct words hashed
+with xxh3). How, and what it costs: docs/data.md#deduplication.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Human ratings as data (no torch, no Dagster): the record the chat page submits, its
 validation, and the folder that keeps every record durably.
 
-    <home>/feedback/ratings.jsonl   one JSON record per line, appended under a lock and
-                                    fsynced before the submitter hears "saved"
-
-A record is one judgement:
-
-    compare   two answers to the same conversation, by two models (or two versions);
-              choice a | b | tie | both_bad
-    rate      one answer; choice up | down
-
-Either may carry `edited`: the answer the person wanted. Each answer names the model that
-wrote it: its alias on the server, registry version and weights hash. `id` is the
-submitter's (a UUID the page makes once per submission), so a resubmission after a lost
-reply is recognised and refused as a duplicate instead of counted twice.
+Records are lines of `<home>/feedback/ratings.jsonl`, appended under a lock and fsynced
+before the submitter hears "saved". A record is one judgement: `compare` (two answers;
+choice a | b | tie | both_bad) or `rate` (one answer; up | down), either with an optional
+`edited` answer, each answer naming the model that wrote it. `id` is the submitter's, so
+a resubmission is refused as a duplicate instead of counted twice. The format:
+docs/serve.md#ratings-are-data.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The languages Yunque supports: one pack of texts per language, and the one place that
 turns what a user typed ("fr_FR", "FR", "fra", "French") into a supported ISO 639-1 code.
 
-A pack is a folder `pipelines/languages/<code>/` of TOML files. `language.toml` is what
-makes a language supported (the data half needs it): its names, the ISO 639-2/3 codes that
-mean it, its stop words, the elided function words written with an apostrophe ("l'",
-"d'", "qu'"), FineWeb-2's published filter thresholds and stop words for it, and C4's
-policy and cookie phrases in it. The model half reads the other files when the pack has them: `chat.toml`
-(conversational turns), `math.toml` (word problems, training and held-out wordings),
-`qa.toml` (questions made from a document's headings). A language without them still
-trains, on the corpus' own text and the user's files (`missing()` says what is absent).
-
-Adding a language is adding its folder (tests/test_languages.py checks every pack); no
-code elsewhere changes. Nothing here imports torch or Dagster.
+A pack is a folder `pipelines/languages/<code>/` of TOML files: `language.toml` makes a
+language supported (its names and codes, stop words, elisions, FineWeb-2's thresholds,
+C4's phrases); `chat.toml`, `math.toml` and `qa.toml` feed the model half where present
+(`missing()` says what is absent). Adding a language is adding its folder, and no code
+elsewhere changes (docs/languages.md#adding-a-language). Nothing here imports torch or Dagster.
 """
 
 from __future__ import annotations

@@ -1,40 +1,12 @@
 """Question-answer pairs from the user's own documents (no torch, no Dagster).
 
-A document as the data stages keep it has one paragraph / heading / list item per line.
-A section is a heading line and the lines after it up to the next heading; its pair is a
-question in the corpus' language made from the heading and the section's text as the answer.
-The words are the language pack's `qa.toml` (pipelines/languages/<code>/qa.toml: question
-templates, connectors, caption and section-number words, how an infinitive is written);
-the shapes are the same in every language:
-
-    heading   a short line (<= 12 words) with no terminal punctuation, starting with a capital
-              or a number ("3.2. Configurar la red", "Capítulo 4. Redes" lose the number),
-              an all-caps man-page section ("FORMATO DE ENTRADA"), or a question
-              ("¿Qué es Transmission?"); it counts only if a body paragraph follows
-    question  by the heading's shape: an action, its first word an infinitive ("Configurar la
-              red", "Configurer le réseau", "Configure the network" / "Configuring the
-              network") -> "¿Cómo puedo configurar la red?", "Comment puis-je configurer le
-              réseau ?", "How do I configure the network?" and kin; a noun phrase ->
-              "Háblame de ...", "Tell me about ..." and kin; short headings get the
-              document's title as context ("... en FreedomBox"). The template is picked by a
-              hash of the doc_id and the heading: deterministic, and varied across documents
-    answer    the section's prose paragraphs (navigation lines and paragraphs in another
-              language dropped), cut at a paragraph boundary to `max_chars` / `max_paragraphs`;
-              sections that are too short, mostly code / option / list lines, or an answer
-              already used are skipped
-
-A man page ("MEV(1) ... MEV(1)", then "mev - description") also gives "¿Qué hace mev?"
-answered by its name line and first description paragraphs (its hard-wrapped lines are
-re-joined into paragraphs first).
-
-A conversation (a support ticket as the reader writes one: its subject, then turns
-"Cliente: ...", "Agente: ...", pipelines/data/readers/records.py) gives one pair in its own
-words: the first turn is the question, the first reply of the speaker who answers most is
-the answer. Its subject is no heading to ask about ("Me han cobrado dos veces" is a
-complaint, not a topic), so a conversation gives no section pairs.
-
-Records are the SFT jsonl format (pipelines.tasks.post_data) with provenance alongside:
-{"messages": [{"role": "user", ...}, {"role": "assistant", ...}], "doc_id", "shard", "heading"}.
+A section is a heading line and the lines after it up to the next heading; its pair asks,
+in the corpus' language (the pack's `qa.toml`), a question made from the heading's shape
+(an action, a noun phrase) and answers with the section's prose, cut at a paragraph
+boundary. A man page also gives "what does it do?", and a conversation (a support ticket)
+one pair in its own words: its first turn and the main answerer's first reply. Records
+are the SFT jsonl format with provenance: {"messages": [...], "doc_id", "shard",
+"heading"}. The rules: docs/post-training.md#instruction-data-from-your-documents.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Answer extraction and checking for math tasks: shared by evaluation and (later) RL rewards.
 
 Kept apart from `math_tasks` (problem sources) so reward code can import it without pulling in
-reasoning-gym. Torch-free and dependency-free on purpose.
-
-Number rule (documented because Spanish and English disagree on separators):
-  * a dot is a decimal point ("3.50" -> 3.5, "1.234" -> 1.234): a single Spanish thousands dot
-    is not recognised, since modern RAE usage groups thousands with a space and guessing would
-    turn every English decimal with three places into an integer; only two or more dot groups
-    ("1.000.000"), which cannot be a decimal, are read as thousands;
-  * a comma is a thousands separator only in a well-formed grouping: 1-3 leading digits not
-    starting with 0, then groups of exactly 3 digits ("1,000", "12,345,678", "1,234.5");
-  * any other comma between digits is a Spanish decimal comma ("3,5" -> 3.5, "0,125" -> 0.125);
-  * a minus sign (ASCII "-" or U+2212) counts only when it is glued to the digits (or to "$")
-    and does not follow a digit, so "45 - 23" and "45-23" give 23, while "-7" and "-$5" are
-    negative;
-  * dots as thousands with a decimal comma is the full Spanish form ("1.234,5" -> 1234.5);
-  * "$", surrounding spaces and a trailing period ("12.") are ignored.
-Inside an <answer> tag, where one number is expected, two more forms are read: groups of
-three digits separated by spaces (RAE's "1 234", also with no-break spaces) and a simple
-fraction ("3/4" -> 0.75).
+reasoning-gym. Torch-free and dependency-free on purpose. Numbers are read as a Spanish or
+English reader would, where the two disagree on separators: a dot is a decimal point unless
+there are two or more dot groups, a comma groups thousands only in a well-formed grouping
+and is otherwise a decimal comma; inside an <answer> tag "1 234" and "3/4" are read too.
+The rules in full: docs/evaluation.md#math-tasks.
 """
 
 from __future__ import annotations

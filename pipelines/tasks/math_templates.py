@@ -2,18 +2,10 @@
 and the ones kept for evaluation only, read from the language pack's `math.toml`
 (pipelines/languages/<code>/math.toml, which documents the placeholders).
 
-A model that learned one template has not learned the task: changing only the verb of a
-problem it solves turns a right answer into a wrong one. So training draws from many
-wordings (several verbs and sentence shapes per operation, and bare arithmetic), and
-evaluation has its own wordings that no training problem ever uses (`heldout`: other
-verbs, other sentence shapes, "¿Cuánto es a más b?"). With the held-out operand pairs
-(`math_tasks.operand_pool`), a problem of the "rephrased" sets is new to the model twice
-over: its numbers and its wording.
-
-Placeholders: {a} {b} operands ({a} is the 1-digit factor in "mul"), {n1} {n2} names,
-{o} a counted object (plural) and {q} the question word agreeing with it ("¿Cuántos" /
-"¿Cuántas", "How many", "Combien de"), {c_sg} {c_pl} a container. A template without {o}
-fixes its own noun and its agreement.
+A model that learned one template has not learned the task, so training draws from many
+wordings and evaluation has its own that no training problem uses (`heldout`); with the
+held-out operand pairs, a problem of the "rephrased" sets is new to the model twice over.
+Why: docs/evaluation.md#math-tasks.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from pipelines import languages
 
 CHAT, MATH, QA = "chat.toml", "math.toml", "qa.toml"
 OPS = ("add", "sub", "mul")
-# the keys each file must have (tests/test_language_packs.py checks every pack against them)
+# the keys each file must have (tests/pipelines/test_language_packs.py checks every pack against them)
 REQUIRED: dict[str, tuple[str, ...]] = {
     CHAT: ("intents",),
     MATH: ("instruction", "answer", "names", "objects", "containers", "question", "work", "templates", "heldout",

@@ -1,28 +1,12 @@
 """eval_contamination (whole corpus): the evaluation sets looked up in the training split,
 as a memoised stage (no Dagster), and the purified split base_model trains on when asked.
 
-The evaluation sets are every one the project scores or is told about:
-    the held-out math problems, in the training wordings and in the held-out ones
-    (eval.math_set and its twin), and a GSM8K file (eval.math_file);
-    the held-out domain question-answer pairs (their answers, taken from validation
-    documents). These the project makes, so it makes them clean: of CANDIDATE_PAIRS
-    candidates, the first SCORED_PAIRS whose answer shares no n-gram with the training
-    split are the set eval_report scores (domain_qa.jsonl); the others are reported as
-    replaced. A help corpus repeats paragraphs across pages, and a held-out answer made
-    of a repeated paragraph would be text the model trained on;
-    the user's own files (decontamination.eval_files, jsonl or parquet);
-    the local data files of the harness tasks the user enabled (eval.harness with
-    eval.harness_include).
-The training split is every train-split document of the consumed token shards (the
-split is the one data/token_shards/<shard>/documents.parquet records).
-
-    data/eval_contamination/report.json     the sets, their shares, the verdict
-    data/eval_contamination/hits.parquet    set, item_id, item, shard, doc_id, shared n-grams
-    data/eval_contamination/domain_qa.jsonl the held-out pairs eval_report scores
-    data/eval_contamination/purified/<shard>/   with decontamination.purify: the shard's
-                                            token files without the contaminated documents
-    data/rejected_documents/<shard>/decontamination.parquet   those documents, reason
-                                            eval_contamination
+The sets are every one the project scores or is told about: the held-out math problems
+(in both wordings) and a GSM8K file, the held-out domain QA pairs, the user's own files
+and the data files of the harness tasks enabled. The domain QA pairs are made clean: of
+CANDIDATE_PAIRS candidates, the first SCORED_PAIRS that share no n-gram with the training
+split are the ones eval_report scores. It writes data/eval_contamination/ (report.json,
+hits.parquet, domain_qa.jsonl, purified/). docs/evaluation.md#decontamination-eval_contamination.
 """
 
 from __future__ import annotations

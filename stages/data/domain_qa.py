@@ -1,17 +1,11 @@
 """Question-answer pairs from a home's kept documents (no torch, no Dagster), split as
-the training run splits them: the pairs to train on come only from the documents of the
-token shards' train split, the held-out pairs the evaluation report scores only from
-their validation split (data/token_shards/<shard>/documents.parquet says which document
-is which), so a held-out answer is text the model never trained on.
+the training run splits them, so that a held-out answer is text the model never trained on.
 
-    train_pairs(store)           SFT records (pipelines.tasks.domain_qa) from train documents
-    heldout_pairs(store, limit)  the same from validation documents, minus any answer that
-                                 also appears among the training pairs (repeated
-                                 boilerplate), a deterministic sample of at most `limit`
-
-A document that no token shard lists (a shard not yet encoded) is in neither. The questions
-are in the corpus' language (`language`: its pack's qa.toml); a language whose pack has no
-qa.toml has no pairs (`pipelines.tasks.packs.left_out` says so).
+`train_pairs(store)` gives SFT records (pipelines.tasks.domain_qa) from the token shards'
+train documents; `heldout_pairs(store, limit)` the same from their validation documents,
+minus any answer also among the training pairs, a deterministic sample of at most
+`limit`. A document no token shard lists is in neither; a language whose pack has no
+qa.toml has no pairs. docs/post-training.md#instruction-data-from-your-documents.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """quality_model: the learned quality signal over the whole corpus (pipelines.data.quality).
 
-It is trained once on the corpus as filtered (positives: documents every rule keeps, and
-the user's good examples; negatives: the rules' rejections and corruptions of the
-positives; other-language pages feed the mixed-language corruption), then scores every
-shard's filtered documents. deduped_documents drops a document scoring below the
-threshold (reason `learned_quality:score`), so dedup, the tokenizer and the token arrays
-never see it. Text it trains on has had personal data replaced (filtered documents and
-their rejections are stored redacted; good examples are redacted here): the model's word
-list holds no value.
-
-When it retrains: when its settings, the filter rules or the language change, or when the
-corpus holds more than twice the filtered documents it was trained on. A new shard
-otherwise only gets scored: the other shards' scores, and their deduped outputs, stay.
+It is trained once on the corpus as filtered, on redacted text only, then scores every
+shard's filtered documents; deduped_documents drops a document scoring below the
+threshold (`learned_quality:score`), so dedup, the tokenizer and the token arrays never
+see it. It retrains when its settings, the rules or the language change, or when the
+corpus holds more than twice the documents it was trained on; otherwise a new shard is
+only scored and the other shards' outputs stay. docs/learned-quality.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """EleutherAI's lm-evaluation-harness on a transformers export, offline, with local tasks.
 
-Tasks are the harness's own YAML with local data files (`dataset_path: json`,
-`dataset_kwargs: {data_files: ...}`), found in the include directories: the task shipped
-here, and any directory a user lists in `eval.harness_include` (a public benchmark they
-have on disk, docs/evaluation.md says how). Nothing is downloaded: the Hugging Face
-libraries run offline, their dataset cache lives in a scratch directory that is removed
-afterwards, and a task whose data is not on disk fails with the harness's error.
-
-The shipped task, `yunque_<language>_qa` (`yunque_es_qa`, `yunque_fr_qa`: `shipped(language)`,
-the corpus' language), is made from the corpus: multiple choice over the held-out domain QA
-pairs (the clean ones eval_report scores), each question with its own answer and three
-other pairs' answers (chosen by a hash, so the task is the same for the same pairs), scored
-by log-likelihood (acc, and acc_norm by the answer's length in bytes), as CORE-style tasks
-are. Its prompt ("Pregunta: ...\nRespuesta:") is the language pack's qa.toml [harness].
+Tasks are the harness's own YAML with local data files, found in the include
+directories: the one shipped here and any in `eval.harness_include`. Nothing is
+downloaded, and a task whose data is not on disk fails with the harness's error. The
+shipped task, `yunque_<language>_qa` (`shipped(language)`), is multiple choice over the
+clean held-out domain QA pairs, scored by log-likelihood, its prompt from the pack's
+qa.toml. docs/evaluation.md#the-standard-harness-lm-evaluation-harness.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Whether a committed output's files are still the ones its manifest committed.
 
-`commit` records each file's size, modification time and xxHash3-128 (`record`) in the
-manifest, for the asset's own files and its side files (rejections). Two checks read
-that record:
-
-- `damage`, the cheap one, asked by every "is this up to date?" (the plan, a stage's
-  cache lookup): a file missing or of another size is damaged; a file whose mtime
-  moved is hashed, and damaged only if its content changed (a `touch` or a copy that
-  kept the bytes is not damage).
-- `verify`, the full one, asked when a stage reads an input and by `yunque verify`:
-  every byte is hashed (xxh3 runs at several GB/s, far above parquet decoding; the cost
-  per GB is in docs/benchmarks.md, "Checksums"). A file already hashed in this process
-  is not hashed again while its inode, size, mtime and ctime are the same: any write,
-  `touch` or `utime` moves the ctime, which no user can set back.
-
-A manifest written before checksums existed has no record: its output counts as
-damaged ("no checksums"), so it is rebuilt once rather than trusted unseen.
+`commit` records each file's size, mtime and xxHash3-128 (`record`). `damage` is the cheap
+check, asked by every "is this up to date?": a missing file or another size is damage,
+and a moved mtime means hashing that file. `verify` is the full one, asked when a stage
+reads an input and by `yunque verify`: every byte, each file once per process while its
+inode, size, mtime and ctime hold. A manifest without a record counts as damaged, so it
+is rebuilt once rather than trusted unseen. docs/operations.md#damage-and-repair.
 """
 
 from __future__ import annotations

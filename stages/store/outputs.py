@@ -1,26 +1,11 @@
 """Where stage outputs live under `$YUNQUE_HOME/data`, written atomically, with a manifest
 that makes every per-shard stage a memoised function of its inputs.
 
-Layout (documented in README.md, "Where everything lands"):
-    data/<asset>/<shard>/part-0.parquet     per-shard assets
-    data/<asset>/<shard>/_manifest.json     cache key + stats of the last materialization
-    data/rejected_documents/<shard>/<stage>.parquet
-    data/dedup_index/...                    whole-corpus asset
-    data/_staging/                          scratch for atomic writes (safe to delete when idle)
-    data/_locks/<asset>/<shard>.lock        one writer per output at a time (empty files, never removed)
-
-Two writers of one output (the automation sensor's run racing a backfill of the same
-shard, two `yunque run` on one home) take turns on an exclusive lock: the second one
-waits, then finds the first one's output in the cache (or, inside `commit`, finds the
-same key already committed and discards its own copy). The lock is `fcntl.flock`, which
-holds on local filesystems (and NFS with flock support); a home on an object store
-cannot lock across machines; there, each writer commits a complete version and the last
-manifest wins (`stages.store.remote`).
-
-A home on an object store (`DataStore("s3://bucket/prefix")`) is used through a local
-cache of the same layout (`stages.store.remote`): `manifest`, `cached`, `dir`, `part` and
-`rejected` first bring the committed version of that output from the store, `commit`
-uploads the new version and commits it there, and `publish` uploads a run directory.
+Each output is `data/<asset>[/<shard>]/` with its `_manifest.json` (the cache key and the
+stats of the last materialization); writes go through `data/_staging/`. Two writers of
+one output take turns on an `fcntl.flock` under `data/_locks/`, and the second finds the
+first one's output in the cache. A home on an object store is used through a local cache
+of the same layout (`stages.store.remote`). docs/operations.md#where-everything-lands.
 """
 
 from __future__ import annotations

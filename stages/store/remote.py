@@ -2,23 +2,11 @@
 through a local cache: stages compute on local files (token arrays are memory-mapped,
 parquet is read in row groups) and the store is the truth that every machine shares.
 
-Two kinds of outputs, two ways to commit:
-
-* Memoised outputs (`DataStore.commit`: per-shard data, the dedup index, the tokenizer,
-  token arrays) are immutable versions. A commit uploads the directory and its side files
-  under a fresh prefix `data/<asset>[/<shard>]/<version>/` (the staging prefix), then
-  writes `data/<asset>[/<shard>]/_manifest.json`, which names the version: one PUT, the
-  commit point. A reader that fetched the old manifest still finds the old version, since
-  a commit deletes only the version *two* generations back. Two writers of one output
-  each upload a complete version and the last manifest wins: never a mix of the two.
-* Run directories (checkpoints, run.json, metrics, reports, exports) are trees that one
-  writer at a time grows (the `training` pool). They are mirrored file by file; the
-  checkpoint files are immutable and verified by their checksums on load, and each
-  checkpoint's checksums.json is uploaded last, so a half-uploaded checkpoint never
-  looks complete. `_synced.json` in the local copy remembers what was last in sync, so
-  that neither side deletes a file the other wrote meanwhile.
-
-The local cache is `$YUNQUE_CACHE` or `~/.cache/yunque/<url without scheme>`.
+Memoised outputs are immutable versions: a commit uploads a fresh version prefix, then
+writes the manifest that names it (one PUT, the commit point), so a reader never sees a
+mix and the last manifest wins. Run directories (checkpoints, reports, exports) are
+mirrored file by file, checksums.json last. The cache is `$YUNQUE_CACHE` or
+`~/.cache/yunque/<url without scheme>`. docs/deploy.md#the-home-on-object-storage.
 """
 
 from __future__ import annotations

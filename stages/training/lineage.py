@@ -2,19 +2,10 @@
 succeeds, so that later stages consume a recorded checkpoint (never "newest on disk") and
 an outdated chain is seen rather than trained on, evaluated or exported.
 
-    data/<asset>/materialized.json   written atomically on success (FORMAT below):
-      asset, checkpoint, step, final_step (its run's last step), weights_sha256 (checksums.json
-      "model.safetensors"), heads_sha256 (reward and value heads, if any), run_key,
-      dagster_run_id, mlflow_run_id, mlflow_run_ids, recorded_at,
-      inputs   base_model: tokenizer_hash, token_shards {shard: version}, shard_fingerprints
-               {shard: raw fingerprint}, and whatever else the run's lineage holds (continued_from);
-               post-training: the data it read
-      parent   post-training: the parent's record as it was consumed (itself with its parent ...),
-      reward_model   PPO: the reward model's record as it was consumed
-    so one record holds the whole chain back to the raw shards, and travels with an export.
-
-A run whose key changes moves its directory, this record included, to previous/<key>/:
-a directory with checkpoints but no record is a run that never finished.
+`data/<asset>/materialized.json` is written atomically on success: the checkpoint, its
+step and weights hash, the runs, the inputs, and for post-training the parent's record as
+it was consumed, so one record holds the whole chain back to the raw shards and travels
+with an export. The fields: docs/operations.md#lineage.
 """
 
 from __future__ import annotations

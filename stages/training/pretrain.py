@@ -1,25 +1,11 @@
 """What a pretraining run is, before anything is launched (no torch, no Dagster): its
 inputs (token shards of one tokenizer), its identity (a key over the recipe and the
-data versions) and its directory, `data/<asset>/`, which holds that run's checkpoints
-(`step-NNNNNNNN/`), `metrics.jsonl`, `run.json` (config, lineage, MLflow runs) and the
-loss curve. An interrupted run with an unchanged key resumes from its last checkpoint.
-A run whose inputs changed moves the old run's files to `data/<asset>/previous/<key>/`
-(never deleted, so its checkpoints stay loadable at their new paths) and then either:
-
-* continues it, when only the token shards changed (same tokenizer, model and recipe),
-  none of its shards is gone and it reached its final step: the new run starts from its
-  final checkpoint at that step, trains `train.continue_steps` more (0: half of
-  `train.steps`) on the shards it did not see (new, or a new version) mixed with a
-  `train.replay_fraction` replay of those it did, and says so in its lineage
-  (`continued_from`, `new_shards`, `old_shards`); a `train.mixture` applies its weights
-  within each of those two parts (stages/training/mixture.py);
-* or trains from scratch, with the reason in its lineage (`start`: "fresh: ...").
-
-A run has ended at its last step, or earlier when early stopping ended it (model.pretrain.early_stop:
-`best.json` names the stop, which holds while `train.early_stop_patience` is no larger than
-the evaluations it waited; a larger one, or 0, resumes it from the stop). What the stages
-record and consume is its best checkpoint, which best.json names (`run_end`); an early-stopped
-run is continued from that one.
+data versions) and its directory, `data/<asset>/`, with that run's checkpoints, metrics,
+run.json and loss curve. An unchanged key resumes; a changed one moves the old run to
+`previous/<key>/` and either continues it (only the token shards changed, none gone, and
+it finished: new shards mixed with a replay of old ones) or trains from scratch, the
+reason in its lineage. What the stages consume is the run's best checkpoint (`run_end`).
+docs/pretraining.md#continued-pretraining.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ CONFIG_FILE = "train_config.json"
 
 
 class PretrainError(RuntimeError):
-    pass
+    """A training run that cannot be prepared or read back (post-training's errors derive
+    from it); the message says what to materialize or delete."""
 
 
 @dataclass

@@ -1,20 +1,12 @@
 """`yunque inspect rejected --reason R [--shard S] [-n N] [--stage STAGE]`: the documents a
 rule threw away, in the terminal, to judge the rule before trusting it.
-
 `yunque inspect pii [--shard S] [--kind K] [-n N]`: what the personal-data step found,
-per kind, and values masked (`j***@e***.com`) in their context, every other value in it
-replaced: found again in clean_documents, since no value is ever stored elsewhere.
+values masked in their context (found again in clean_documents, the only place they are).
+`yunque inspect filters [--shard S] [--plot DIR]`: each rule's metric against its
+threshold, over one shard or all pooled, as text histograms or PNGs.
 
-`yunque inspect filters [--shard S] [--plot DIR]`: what each quality rule measured against
-its threshold, over one shard or every shard pooled: the rules table and a text histogram
-per rule (the ones each filtered_documents materialization carries), and with --plot the
-same histograms drawn as one PNG per filter.
-
-Reads the rejected_documents side tables of the home (`--home`, a directory or an object
-store URL: through `DataStore`, which brings each committed version into the local
-cache). R matches a reason exactly or as a prefix (`gopher_quality` is all of Gopher's
-quality rules). The sample is the one the filtered_documents materialization shows: the
-rejections with the smallest doc_ids, the first 300 characters of each.
+Reads the home's side tables through `DataStore` (`--home`: a directory or an object store
+URL). R matches a reason exactly or as a prefix. docs/data.md#quality-filters.
 """
 
 from __future__ import annotations

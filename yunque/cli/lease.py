@@ -1,17 +1,12 @@
 """One configuration per home at a time.
 
-Two `yunque run` on one home share its outputs (the tokenizer, the token arrays, the
-models) and its remembered settings (yunque.json). With the same configuration they
-take turns on each output and both end with what each asked for; with different ones
-(`--preset tiny` and `--preset smoke`), the second would overwrite what the first is
-building, and both would report success. So each command holds a lease while it runs:
-a file under `$DAGSTER_HOME/commands/` naming its configuration, locked (flock) for
-the command's lifetime. A command whose configuration differs from a live lease's
-refuses before it writes anything; a lease whose command died is unlocked, and so is
-stale, and is removed.
-
-The lease is per machine: two machines sharing a home on an object store each see only
-their own commands (docs/operations.md, "One configuration per home").
+Two `yunque run` on one home share its outputs and its remembered settings: with the same
+configuration they take turns, but with different ones the second would overwrite what
+the first is building, and both would report success. So each command holds a lease, a
+file under `$DAGSTER_HOME/commands/` naming its configuration and locked (flock) for its
+lifetime; a command whose configuration differs from a live lease's refuses before it
+writes anything, and an unlocked lease is stale and removed. Per machine only:
+docs/operations.md#one-configuration-per-home.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """`yunque serve`: an OpenAI-compatible endpoint and the chat page on a promoted or chosen
 model (serving.app: llama-cpp-python's server on the export's GGUF).
 
-    --model champion      the registry's champion alias (MLflow), followed: a promotion is
-                          served from the next request on, without a restart
-    --model candidate     the home's latest export (data/exported_model), promoted or not
-    --model 3 | v3        registry version 3
-    --model PATH          an export directory or a .gguf file
-    --compare SPEC        another model beside it, for the page's side-by-side comparison
-
-Loopback only unless YUNQUE_API_KEY is set: any other bind address needs the key, and
-with it every API request carries `Authorization: Bearer <key>`.
-
-The command is a front that forwards to an engine, this same command with
-`--engine-socket` in a child process (serving.front): llama.cpp crashing takes the
-engine down, not the endpoint, and the engine starts again.
+`--model` is champion (the registry's alias, followed without a restart), candidate (the
+home's latest export), a registry version (3 or v3) or a path; `--compare SPEC` serves
+another beside it. Loopback only unless YUNQUE_API_KEY is set. The command is a front
+that forwards to an engine, itself with `--engine-socket` in a child process
+(serving.front), so that llama.cpp crashing takes the engine down, not the endpoint.
+docs/serve.md.
 """
 
 from __future__ import annotations

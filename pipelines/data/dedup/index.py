@@ -1,18 +1,11 @@
 """The whole-corpus dedup index from per-shard signature files, full or incremental.
 
-Files of an index directory:
-    shards.parquet           shard, key (its signatures' cache key), start, stop: row ranges
-    band_XX.parquet          one LSH band: key (uint64) and row (uint32), sorted by key
-    clusters.parquet         row, label of every row in a cluster of two or more
-    near_duplicates.parquet  doc_id, shard, keeper_doc_id, keeper_source (sorted by shard)
-    paragraph_drops.parquet  doc_id, shard, line_indices, reject (sorted by shard)
-The two decision files are sorted by shard and written in small row groups, so that a
-shard reads its own rows with a predicate (`read_shard_rows`), not the whole file.
-
-Rows are integers: a shard's documents are rows start..stop-1 in file order. A full
-build numbers shards in sorted order; an incremental one appends new shards after the
-persisted rows, queries their band keys against the persisted bands, and joins the
-persisted clusters with the new edges: only clusters that touch new rows can change.
+An index directory holds the shards' row ranges, one sorted file per LSH band, the
+clusters, and two decision files sorted by shard in small row groups, so that a shard
+reads only its own rows (`read_shard_rows`). Rows are integers in shard order: an
+incremental build appends the new shards' rows, queries their band keys against the
+persisted bands and joins the persisted clusters, since only clusters that touch new rows
+can change. Files and columns: docs/data.md#deduplication.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """MinHash signatures over word n-grams, vectorised over whole batches of documents.
 
-Where the time went before (per-document Python: regex, a word-hash dict, numpy calls of a
-few hundred elements) it now goes into a handful of columnar calls per batch:
-  1-2. normalise and hash every word of the batch from its UTF-8 bytes
-     (`pipelines.data.words`: lowercase, words = alphanumeric runs, digit runs -> "0",
-     Latin accents folded; the recall-oriented normalisation datatrove also applies);
-  3. combine n consecutive word hashes into 32-bit shingle hashes over the flattened word
-     array of the whole batch (documents' offsets mark where windows may not cross);
-  4. permute with datasketch 2.0's default "affine32" scheme (murmur3 fmix32 pre-mix once
-     per shingle, then `a * h + b mod 2^32` in uint32: two cheap ops per permutation, a
-     bijection) with datasketch's own (a, b) for the seed, and reduce per document with
-     `np.minimum.reduceat`.
-`tests/test_minhash.py` checks that step 4 equals `datasketch.MinHash(scheme="affine32")
-.update_batch` on the same shingle hashes bit for bit, and that steps 1-3 equal the
-pure-Python definition `normalize_for_dedup` + `word_hash` + `shingle_hashes`: signatures stay
-compatible with datasketch's permutations (given our shingle hashes as its input).
+A batch costs a handful of columnar calls instead of per-document Python: words are
+normalised and hashed from its UTF-8 bytes (`pipelines.data.words`), n consecutive word
+hashes make 32-bit shingle hashes, and datasketch 2.0's "affine32" permutations, with its
+own (a, b) for the seed, are reduced per document with `np.minimum.reduceat`. On the same
+shingle hashes the signatures equal datasketch's bit for bit, and the columnar steps equal
+`normalize_for_dedup` + `word_hash` + `shingle_hashes` (`tests/pipelines/data/test_minhash.py`); see
+docs/data.md#deduplication.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Heuristic quality filters: Gopher repetition, Gopher quality, C4 and FineWeb rules.
 
-    qf = QualityFilters(FilterConfig())
-    out = qf.apply(text)        # FilterOutcome(keep, reason, text)
-
-Order (FineWeb's published pipeline, as datatrove runs it):
-    gopher_repetition -> gopher_quality -> c4 -> fineweb -> integrity (ours: last, see integrity.py)
-The Gopher rules judge the document as extracted: C4 rejoins its kept lines with single
-newlines, which would erase the blank lines that Gopher's paragraph rules look at. C4 then
-removes lines (its output is the text that is kept) and FineWeb judges that text. The
-first failing rule wins; a disabled filter (`cfg.<filter>.enabled = False`) is skipped.
-
-`evaluate(text)` returns the same outcome plus every rule's metric, keyed by reason,
-measured on the view that rule judges (FineWeb's on C4's output) and without stopping at
-the first failure: the distributions the UI histograms and `pipelines.data.calibrate`
-need. `rules()` describes each rule (`RuleSpec`: what it measures, which side drops, its
-threshold). NaN marks a metric that could not be measured (FineWeb's after C4 dropped the
-document, a ratio over zero words).
-
-Reasons are "<filter>:<rule>" and listed in REASONS (with the default n-gram sizes; a
-config with other sizes names its n-gram rules `top_{n}_gram` / `dup_{n}_gram`, see
-`reasons(cfg)`). Rules and their exact semantics are documented in each filter's module.
+`QualityFilters(cfg).apply(text)` runs them in FineWeb's order, our integrity rules last,
+and returns a FilterOutcome(keep, reason, text); the first failing rule wins. `evaluate(text)`
+returns the same outcome plus every rule's metric by reason, measured on the view that rule
+judges and without stopping at the first failure (NaN: not measurable), for the histograms
+and calibration; `rules()` describes each rule (`RuleSpec`). Reasons are "<filter>:<rule>",
+listed in REASONS (`reasons(cfg)` for other n-gram sizes); docs/data.md#quality-filters.
 """
 
 from __future__ import annotations

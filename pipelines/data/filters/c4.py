@@ -1,30 +1,11 @@
 """C4's line and document rules (Raffel et al. 2020), as datatrove's C4QualityFilter applies them.
 
-Each line (`splitlines()`, stripped) goes through, in this order:
-  drop the line if a whitespace-separated word is longer than max_word_length;
-  remove Wikipedia-style citations ("[1]", "[edit]", "[citation needed]");
-  drop the line without terminal punctuation (off by default, as in FineWeb);
-  drop the line with fewer than min_words_per_line words (counted before citation removal);
-  drop the DOCUMENT if the line contains "lorem ipsum"        -> c4:lorem_ipsum
-  drop the line mentioning "javascript";
-  drop the DOCUMENT if the line contains "{"                  -> c4:curly_bracket
-     (`curly_bracket_scope="line"`, the `docs` profile's: drop only that line; see below)
-  drop the line containing a cookie / terms-of-use phrase (C4's English phrases, and the
-     corpus language's own from its pack, pipelines/languages/<code>/language.toml);
-  otherwise keep the line and count its sentences.
-Fewer than min_num_sentences sentences in the kept lines drops the document
-(-> c4:too_few_sentences); a kept document's text becomes its kept lines joined by "\\n".
-Note that a document-level phrase only counts on a line that survived the rules before it.
-
-Why the `docs` profile deviates on "{": C4's rule was made for web pages, where a brace
-means JavaScript or CSS leaked into the text. In documentation a single brace is content:
-a DHCP block, a shell pattern like `.orig.tar.{gz,bz2,xz}`, `ATTR{...}` in a man page.
-Dropping the whole page for it lost 9 of 12 good French pages and 5 Spanish ones; dropping
-the line keeps the prose and still removes the code, and a page that is mostly code loses
-most of its lines and fails the sentence count (or the Gopher symbol and stop-word rules).
-
-`split_paragraph=False` (rules per sentence instead of per line) is supported with this
-package's sentence splitter (`text.sentence_spans`).
+A line is dropped for a too-long word, too few words, "javascript" or a cookie /
+terms-of-use phrase (C4's and the language pack's); "lorem ipsum" and "{" drop the whole
+document, and so do too few sentences in the kept lines. A kept document's text is its
+kept lines joined by "\\n". The `docs` profile drops only a "{" line
+(`curly_bracket_scope="line"`): in documentation a brace is content, not leaked code. The
+order and the measurements: docs/data.md#the-rules-one-by-one.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """FineWeb's own quality rules (Penedo et al. 2024), as datatrove's FineWebQualityFilter applies them.
 
-Over the non-blank lines (split on "\\n", not stripped), first failure wins:
-  line_punct_ratio   fewer than 12 % of lines end in sentence-terminal punctuation
-                     (Unicode Sentence_Terminal, so "." "!" "?" "。" ... but not "…" or ":")
-  short_line_ratio   more than 67 % of lines are at most 30 characters long
-  char_dup_ratio     characters in lines repeating an earlier line exceed 1 % of the text's
-                     characters (newlines not counted)
-  new_line_ratio     more than 0.3 newlines per word (datatrove calls it "list_ratio"; words
-                     are the tokenizer's tokens here, as FineWeb published it in datatrove)
-A text without non-blank lines is dropped as fineweb:empty.
-
-Headings are not duplicated content. A documentation page names its section as title,
-breadcrumb and heading ("Filtros" three times), and at a 1 % threshold those few short
-lines alone drop a page of prose. With `heading_repeats` = k > 0 (the `docs` profile), a
-line that reads as a heading (at most `heading_max_words` words, no sentence-terminal
-punctuation at its end) may repeat k times before its repeats count as duplicated
-characters. A heading repeated more often (a menu on every screen, a keyword list) still
-counts from its (k+1)-th repeat, and a repeated sentence counts from its first repeat. The
-discount looks at the page only (no cross-page state, so a shard's documents stay
-independent); the `web` profile keeps FineWeb's rule as published (k = 0).
+Over the non-blank lines, first failure wins: too few lines ending a sentence, too many
+short lines, too many characters in repeated lines, too many newlines per word (no
+non-blank line: `fineweb:empty`). With `heading_repeats` = k > 0 (the `docs` profile) a
+heading-like line may repeat k times before it counts as duplicated: a manual names its
+section as title, breadcrumb and heading, and at the 1 % threshold that alone drops a page.
+Thresholds and the discount: docs/data.md#the-rules-one-by-one.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Gopher's quality rules as published (Rae et al. 2021, appendix A1).
 
-Rules, in datatrove's order (first failure wins):
-  min/max_doc_words       number of words outside [50, 100000]
-  min/max_avg_word_length mean word length outside [3, 10] characters
-  hash_word_ratio         "#" per word above 0.1
-  ellipsis_word_ratio     "..." or "…" per word above 0.1
-  bullet_lines_ratio      more than 90 % of lines start with a bullet ("•" or "-")
-  ellipsis_lines_ratio    more than 30 % of lines end with "..." or "…"
-  alpha_words_ratio       fewer than 80 % of words contain an alphabetic character
-  min_stop_words          fewer than 2 distinct stop words of the language
-
-"Words", for every rule but the stop words, are whitespace-separated words (`str.split()`),
-the paper's words. datatrove counts its tokenizer's tokens instead, every run of
-punctuation a token: "Capítulo 17. Filtros" is 4 tokens of which 2 contain a letter (50 %),
-but 3 words that all contain one (100 %, as the paper means it). On technical prose
-(versions, paths, numbered sections, "(véase" ...) the token count drops most good pages
-under the 80 % line; the word count does not. The same words give the count, the mean
-length (punctuation attached to a word counts in its length) and the per-word ratios.
-Stop words are looked up among the tokenizer's tokens, lowercased: "de," and "L'homme"
-still contain "de" and "l", and "The" at the start of a sentence is "the" (datatrove
-matches tokens case-sensitively). tests/test_filters_datatrove.py shows each difference.
-
-A threshold of None disables its rule (datatrove also disables on 0; here 0 is a real
-threshold). A ratio over zero words or lines measures nothing (NaN) and drops nothing.
+Length, mean word length, "#" and ellipses per word, bullet and ellipsis lines, alphabetic
+words and stop words; first failure wins. Words are whitespace-separated, as the paper
+defines them, not datatrove's tokenizer tokens, which count every punctuation run and drop
+most good technical pages under the 80 % alphabetic line; stop words are matched lowercased
+among the tokens. A threshold of None disables its rule (0 is a real threshold); a ratio
+over zero words is NaN and drops nothing. Thresholds and the differences from datatrove:
+docs/data.md#the-rules-one-by-one.
 """
 
 from __future__ import annotations

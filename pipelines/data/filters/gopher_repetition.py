@@ -1,20 +1,11 @@
 """Gopher's repetition rules (Rae et al. 2021, appendix A1), as datatrove implements them.
 
-Rules, in datatrove's order (first failure wins); character fractions divide by len(text):
-  dup_para_frac / dup_para_char_frac   paragraphs (blank-line separated) equal to an earlier one
-  dup_line_frac / dup_line_char_frac   lines equal to an earlier one
-  top_{n}_gram      characters of the most frequent word n-gram (n = 2, 3, 4) times its count
-                    (for a short text even a single n-gram can exceed the fraction)
-  dup_{n}_gram      characters inside repeated word n-grams (n = 5 .. 10), counted greedily
-
-The n-gram rules dominate the cost of all four filters; datatrove builds every n-gram as a
-joined string and counts them in Python, per n. `NgramIndex` gets the same numbers with
-exact integer keys and numpy, visiting only n-grams that can repeat.
-`heading_repeats` > 0 (the `docs` profile) lets a heading-like line or paragraph repeat
-that often before it counts as duplicated (see fineweb.py); 0 is the rule as published.
-Deliberate difference: datatrove keys duplicate n-grams by "".join(words), so ("ab", "c")
-and ("a", "bc") collide; here they do not. Character counts are the same (word lengths, no
-separators) as datatrove's.
+Repeated paragraphs and lines, the most frequent word 2-4-grams and the characters inside
+repeated 5-10-grams; first failure wins. The n-gram rules dominate the filters' cost, so
+`NgramIndex` counts them with exact integer keys in numpy, visiting only n-grams that can
+repeat, where datatrove joins strings (whose keys let ("ab", "c") and ("a", "bc") collide;
+here they do not). `heading_repeats` > 0 lets a heading repeat that often first (see
+fineweb.py). The rules: docs/data.md#the-rules-one-by-one.
 """
 
 from __future__ import annotations

@@ -1,36 +1,11 @@
 """Three rules of ours, after every published one, for broken text that passes them all.
 
-  stop_word_share       fewer than 15 % of the whitespace-separated words are stop words of
-                        the language (punctuation around a word stripped, lowercased; an
-                        elided form, "l'homme", "d’un", "qu'il", counts as its "l", "d", "qu")
-  foreign_script_share  more than 2 % of the words hold a letter of another script than the
-                        language's, or U+FFFD (a replacement character)
-  determiner_order      more than 12 % of the determiners ("el", "la", "une", "the") are
-                        followed by another function word (a determiner, preposition or
-                        conjunction of the language's pack), among at least 10 determiners;
-                        off for a language whose pack lists no determiners
-
-Why: fastText calls pseudo-words built from Spanish syllables Spanish, and such text still
-carries two stop words, Gopher's only vocabulary rule; real prose is 25-50 % stop words
-(RedPajama-V2 keeps the same signal as `rps_doc_stop_word_fraction`). A page decoded with
-the wrong charset (GBK, Shift-JIS, KOI8-R, cp1251) changes only its accented letters into
-another script, which fastText and the symbol rules do not notice.
-
-Word salad (a page's own words shuffled) keeps the language's words at their frequencies,
-so language ID, the stop-word counts and every published rule pass it; but in prose a
-determiner is followed by its noun or adjective, while in a shuffle the next word is a
-function word about as often as any word is (a third of the time). On the held-out sets
-good pages have at most 0.048 (Spanish) and 0.040 (French), shuffled pages at least 0.15
-and 0.18; on the samples, 2 pages of about 2,800 in each language are above 0.12 (a short
-page with "un ou deux", "une des": "un" is also a numeral and a pronoun). French "le",
-"la", "les" are also object pronouns ("il la sélectionne"), which a verb follows, so they
-stay; Spanish "que" and "sobre" are left out of the function words ("los que", "el
-sobre": a relative clause, a noun); an elided "l'" holds its noun in the same word.
-
-Measured on the held-out set (tests/test_docs_eval.py): good manual pages have a stop-word
-share of at least 0.244 and a foreign-script share of at most 0.0012; syllable gibberish at
-most 0.107; every mis-decoded page at least 0.085. The filter runs last, so a document the
-published rules drop keeps their reason. Off in the `web` profile (FineWeb as published).
+`stop_word_share` (too few stop words: syllable gibberish, which fastText calls Spanish),
+`foreign_script_share` (letters of another script, or U+FFFD: a page decoded with the
+wrong charset) and `determiner_order` (determiners followed by function words: word salad,
+a page's own words shuffled). They run last, so a document the published rules drop keeps
+their reason; off in the `web` profile. Thresholds, how words are counted and the
+measurements behind them: docs/data.md#quality-filters ("Three rules of ours").
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """One view of a document that all quality filters share, and the tokenizer behind it.
 
-The four filters ask for the same things (words, lines, paragraphs); datatrove re-splits the
-text in every filter (and C4 runs a sentence splitter per line). `TextView` splits each
-thing once, lazily, the first time a filter asks for it.
-
-Word tokenizer: `\\w+|[^\\w\\s]+`, i.e. a token is a maximal run of Unicode word characters
-(letters and digits of any script, plus `_`) or a maximal run of other non-space characters
-(punctuation and symbols). Why this and not `str.split()` or spaCy/NLTK:
-  * Punctuation is split off words, as the language tokenizers datatrove uses (and FineWeb
-    tuned its thresholds with) do: "casa," is the word "casa" and the symbol ",", so stop
-    words next to punctuation are found and average word length is not inflated by
-    punctuation. `str.split()` would glue them.
-  * It is one C-level `re.findall` per document (about 30 MB/s here, 5x slower than
-    `str.split()` but far faster than spaCy, and no model to load).
-  * Every line separator of `str.splitlines()` is whitespace to `\\s`, so no token spans two
-    lines: the tokens of a text are the tokens of its lines, in order. C4 relies on that
-    (see `TextView.derived`).
-Limitation: Python's `\\w` has no combining marks (Unicode category M), so scripts that write
-vowel signs as marks (Devanagari ...) are split at the signs; text is NFC-normalised before
-filtering, so Latin-script accents are precomposed letters and unaffected.
+`TextView` splits words, lines and paragraphs once, lazily, the first time a filter asks,
+where datatrove re-splits the text in every filter. A token is a run of word characters
+or of other non-space characters (`\\w+|[^\\w\\s]+`): punctuation is split off words, as
+in the tokenizers FineWeb tuned on, in one C-level `re.findall`, and no token spans two
+lines (C4 relies on that, see `TextView.derived`). Scripts that write vowel signs as
+combining marks are split at them. Why this tokenizer: docs/data.md#the-rules-one-by-one.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Credentials: API keys with a known prefix, private-key blocks, and secrets written
 beside a word that names them ("password: ...", "clave=...", "mot de passe : ...").
 
-Known prefixes (each provider's documented format): AWS access key ids (AKIA, ASIA, ...),
-GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), Slack (xoxb-, xoxp-, ...),
-Stripe secret and restricted keys (sk_live_, rk_live_, and _test_), OpenAI (sk-...),
-Google API keys (AIza...), JSON Web Tokens (eyJ....eyJ....sig). A PEM private-key block is
-replaced whole, from BEGIN to END (or, cut off, to the end of its base64 lines).
-
-Beside a keyword, within a short window ("DB_PASSWORD=", "la contraseña es",
-"API key:"), the next token is a secret when it looks random (`looks_secret`): at least
-16 characters with a digit, two character classes and a Shannon entropy of 3 bits per
-character or more (hex and base62 keys), or, after ":" or "=", at least 8 characters with
-three classes (lower, upper, digit, symbol). Names and code after a keyword are not
-secrets: identifiers made of words (`LIBPFM4_ARCH_FLAG`, `exportPublicKey`), attribute
-paths and calls (`fs.readFileSync(...)`), assignments and command-line flags.
-
-What stays: documentation placeholders, which are not anybody's secret: `<your-password>`,
-`${DB_PASSWORD}`, `YOUR_API_KEY`, `changeme`, `********`, `xxxxxxxx`, and provider keys
-that say they are examples (AWS's documented AKIAIOSFODNN7EXAMPLE) or repeat a character
-("ghp_xxxxxxxx..."): a key whose random part has low entropy is a placeholder.
+A provider key is known by its documented prefix and a PEM private-key block is replaced
+whole; a token after a keyword is a secret only when it looks random (`looks_secret`:
+length, character classes, entropy), and names and code after a keyword are not.
+Documentation placeholders and low-entropy example keys stay. The prefixes and
+thresholds: docs/personal-data.md#how-each-kind-is-found.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Bank account and payment card numbers, kept only when their checksums hold.
 
-IBANs: two letters, two check digits and a BBAN, compact or in groups of four (spaces
-or dashes), any country; valid when stdnum.iban agrees (ISO 7064 mod 97-10 plus the country's length and
-BBAN structure from its IBAN registry copy; country-specific inner checks are not
-required, since a number that passes mod 97 with the right structure is an account
-number, whoever computed it). A greedy match that ran into a following word is retried
-one group shorter.
-
-Cards: 13 to 19 digits, compact or in groups separated by one kind of separator (space
-or dash: 4-4-4-4, 4-4-4-4-3, Amex 4-6-5, Diners 4-6-4), passing Luhn (stdnum.luhn) and
-starting with an issuer prefix of that length (Visa, Mastercard, Amex, Discover, JCB,
-Diners, UnionPay, Maestro): one random digit string in ten passes Luhn, so a prefix and
-length check keeps order numbers and timestamps out.
+IBANs of any country, compact or grouped: valid when stdnum.iban agrees (mod 97-10 and the
+registry's length and BBAN structure). Cards: 13 to 19 digits, compact or grouped by one
+kind of separator, passing Luhn and starting with an issuer prefix of that length, since
+one random digit string in ten passes Luhn alone. Details:
+docs/personal-data.md#how-each-kind-is-found.
 """
 
 from __future__ import annotations

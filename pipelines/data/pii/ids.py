@@ -1,17 +1,10 @@
 """National identity numbers, recognised in every language (a French contract can quote a
-Spanish DNI) and kept only when their check digits hold, by python-stdnum's validators:
+Spanish DNI) and kept only when their check digits hold, by python-stdnum's validators.
 
-- Spanish DNI (8 digits + check letter; "12345678Z", "12.345.678-Z") and NIE (X/Y/Z + 7
-  digits + letter): stdnum.es.dni / stdnum.es.nie. One random string in 23 passes.
-- French NIR (15 digits, the last two a mod-97 key; compact or "1 84 12 76 451 089 46"):
-  stdnum.fr.nir.
-- Italian codice fiscale (16 characters, check letter): stdnum.it.codicefiscale; upper
-  case and without omocodia (digits replaced by letters for the rare colliding codes).
-- Portuguese NIF (9 digits, mod-11 check digit): stdnum.pt.nif, and only beside its name
-  ("NIF", "NIPC", "contribuinte", "número fiscal"): one random 9-digit number in 11 passes
-  the check, and bare 9-digit numbers (orders, phone numbers) are common.
-- US SSN (no check digit): stdnum.us.ssn's area/group/serial rules, and either the dashed
-  "123-45-6789" form or, spaced or compact, a name ("SSN", "social security") before it.
+Spanish DNI and NIE, French NIR, Italian codice fiscale, Portuguese NIF (only beside its
+name: one random 9-digit number in 11 passes its check) and US SSN (no check digit: the
+dashed form, or its name before it). The forms each accepts:
+docs/personal-data.md#how-each-kind-is-found.
 """
 
 from __future__ import annotations

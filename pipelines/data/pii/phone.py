@@ -2,19 +2,11 @@
 of the configured regions, as Google's libphonenumber (the `phonenumbers` port) reads
 them.
 
-A cheap pattern finds runs of digits and phone-like separators near digit clusters of 7
-or more digits (scan.py), split where one number ends and another starts. A run is not a
-phone when it is something else by its look or its neighbours: a date, an IPv4 address,
-a figure followed by a currency or unit ("839 902 274 €"), a reference after "#", "bug",
-"order", "pedido", "n.º", "ISBN", "versión"..., or part of a longer chain of digit
-groups (a card or IBAN with a wrong checksum). The rest goes, alone, to libphonenumber's
-matcher for each region whose number lengths and national prefix fit (a call costs
-~100-200 µs, so regions that cannot match are not asked); it keeps a number only if it is
-valid for the region (allocated ranges and lengths), written with its national prefix
-where the region writes one (a French number needs its 0) and grouped as one of the
-region's formats (STRICT_GROUPING: "2022-814316" is not written like any US number), and
-the number must be the whole run. A national number written as one bare run of digits
-("612345678") also needs a phone word before it ("tel", "móvil", "appelez", "call"...).
+Digit runs found cheaply (scan.py) that are something else by their look or neighbours
+(a date, an address, an amount, a reference) are dropped; the rest go to libphonenumber
+only for the regions whose lengths fit, as a call costs 100-200 µs. A number must be
+valid, carry its national prefix, be grouped as its region writes it and be the whole
+run; a bare digit run also needs a phone word before it. docs/personal-data.md#how-each-kind-is-found.
 """
 
 from __future__ import annotations

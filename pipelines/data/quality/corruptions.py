@@ -1,27 +1,11 @@
 """Corruptions made from the corpus itself: the learned quality signal's made-up negatives.
 
-Each takes a good page and destroys one thing a reader needs while keeping what the
-heuristic rules measure (the words, their lengths and frequencies, the stop words, the
-lines), so that the only way to tell the copy from its page is the order of its words:
-
-    shuffled_words      every word of the page moved anywhere in it (word salad, spun spam);
-                        the lines keep their word counts
-    shuffled_sentences  the page's sentences in another order, each sentence intact
-    cut_lines           the lines cut into runs of 2-6 words, the runs shuffled across the
-                        page (the cut-up technique; broken extractions, spliced spam): most
-                        word pairs survive, the joins between runs do not
-    mixed_languages     the page's sentences interleaved one for one with sentences of a
-                        foreign text (another-language document the corpus holds, such as
-                        a language-ID rejection); with no foreign text, cut_lines instead,
-                        the corruption closest to it (a page spliced from pieces that do
-                        not belong together)
-
-A "sentence" is a sentence of one line (`pipelines.data.filters.text.sentence_spans`): a
-heading or a list item without a full stop is a sentence of its own, and the layout (which
-line holds how many units, the blank lines) is kept. A page with fewer than two distinct
-units comes back unchanged from shuffled_sentences: there is nothing to reorder, and
-`training_set` leaves such copies out (a copy equal to its page would teach that the page
-is bad).
+Each takes a good page and destroys one thing a reader needs while keeping what the rules
+measure (words, their lengths and frequencies, stop words, lines), so only word order tells
+copy from page: `shuffled_words`, `shuffled_sentences`, `cut_lines` and `mixed_languages`
+(`cut_lines` when there is no foreign text). A page with nothing to reorder comes back
+unchanged, and `training_set` leaves such copies out. Each kind:
+docs/learned-quality.md#how-it-learns.
 """
 
 from __future__ import annotations

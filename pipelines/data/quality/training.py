@@ -1,18 +1,11 @@
 """The learned quality signal's examples: good pages, bad pages and a held-out part of both.
 
-Good: the user's good examples and the rule-passing pages. Bad: corruptions of those
-pages (TRAINED_CORRUPTIONS, the kinds taken in turn; more than one copy per page in a
-small corpus, see MIN_TRAIN_PAGES; the good pages are weighted to match, so that both sides
-weigh the same), and a share of the rules' rejections (MAX_REJECTED_SHARE, at present none: see there). Corrupting the very
-pages that are the positives is the point: page and copy share every word, so the
-classifier can only learn word order.
-
-The held-out part (HELDOUT of the rule-passing pages, and as many rejections) is split by
-document before anything is corrupted, so the corruption of a held-out page is held out
-too and the classifier never saw the page in any form. Held out, every page is corrupted
-by every kind: the held-out bad side is not balanced (nothing is trained on it), it is
-there to measure each kind's recall. Everything is deterministic in
-`cfg.seed` and the order of the inputs.
+Good: the user's good examples and the rule-passing pages; bad: corruptions of those very
+pages (TRAINED_CORRUPTIONS in turn, several per page below MIN_TRAIN_PAGES), weighted so
+that both sides weigh the same. The held-out part (HELDOUT) is split off by document before
+anything is corrupted, so the classifier never sees a held-out page in any form; there
+every kind corrupts every page, to measure each kind's recall. Deterministic in `cfg.seed`
+and the order of the inputs; docs/learned-quality.md#how-it-learns.
 """
 
 from __future__ import annotations

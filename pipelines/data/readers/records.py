@@ -1,24 +1,11 @@
 """Records: a jsonl line or a csv / tsv row is one document, its text made from the
 record's fields as `ReaderConfig` maps them.
 
-The mapping (`text_fields`, `turns_field`, `turn_role_keys`, `turn_text_keys`,
-`turn_roles`) is the same for both formats, so a ticket export reads alike as jsonl or csv:
-
-    {"asunto": "No llega la factura", "mensajes": [{"autor": "cliente", "texto": "..."}, ...]}
-    text_fields=["asunto"], turns_field="mensajes"
-    ->  No llega la factura
-        <blank line>
-        Cliente: ...
-        <blank line>
-        Agente: ...
-
-The text fields come first, in their order, then the turns in the record's order, each a
-paragraph. With the defaults (`text_fields=["text"]`, no turns) a record's `text` is its
-document unchanged, as before there was a mapping.
-
-Every problem is the record's alone: one Rejection naming the file, the record (jsonl:
-line number; csv: data row, header not counted, and the line it starts on) and the reason;
-the records around it are read.
+The mapping (the `text_fields`, then the turns under `turns_field`, each a paragraph
+"Role: text") is the same for both formats, so a ticket export reads alike as jsonl or
+csv; with the defaults a record's `text` is its document, unchanged. Every problem is the
+record's alone: one Rejection naming the file, the record and the reason, and the records
+around it are read. docs/data.md#records-jsonl-and-csv.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Read one shard of the corpus into Documents, and everything unreadable into Rejections.
 
-Formats by extension: .html/.htm, .txt, .md (one document per file), .jsonl (one document
-per line) and .csv / .tsv (one per data row, the first row names the columns), whose
-records map to text as `ReaderConfig.text_fields` / `turns_field` say (default: the field
-`text`; pipelines/data/readers/records.py), and .parquet (column `text`, one per row); each
-may also be compressed as .gz, .zst or .bz2 (`a.jsonl.gz`).
-
-`source` is the path relative to the corpus root (so it starts with the shard name),
-with `#N` for multi-record files (jsonl: 1-based line; csv: data row, the header not
-counted; parquet: row). `doc_id` is
-`make_doc_id(source, content)`, where content is the decoded text when there is one,
-else the raw bytes when they were read, else b"" (file-level rejections).
-
-Bad input never stops the shard: each problem becomes one Rejection(stage="read") with a
-reason from READ_REASONS, and a warning in the log. Files are only ever opened "rb".
+The format follows the extension (.html/.htm, .txt, .md, .jsonl, .csv / .tsv, .parquet;
+each also .gz, .zst or .bz2). `source` is the path relative to the corpus root, with `#N`
+for a record of a multi-record file; `doc_id` is `make_doc_id(source, content)`. Bad input
+never stops the shard: each problem is one Rejection(stage="read") with a reason from
+READ_REASONS and a warning in the log; files are only ever opened "rb". Formats, ids and
+reasons: docs/data.md#reading, docs/data.md#the-output-contract.
 """
 
 from __future__ import annotations

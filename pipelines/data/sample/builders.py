@@ -1,30 +1,11 @@
 """The sample corpus's shard builders: (unpacked package root, output dir, progress) ->
 number of documents written, one builder per shard in BUILDERS.
 
-A shard is named after the Debian package it is built from, except where SHARD_PACKAGE says
-otherwise (debian-handbook-fr: only the fr-FR pages of the debian-handbook package).
-
-HTML packages are copied file by file (HTML only, minus second copies of the same text);
-fortunes-es is split into one JSON record per fortune; manpages-es is rendered from roff
-to plain UTF-8 by groff.
-
-What each French package ships (bookworm versions), and what its builder keeps:
-
-- libreoffice-help-fr 7.4.7: the same layout as libreoffice-help-es, 2,561 HTML pages under
-  help/fr/ (images, .ods examples and JS are left out).
-- gimp-help-fr 2.10.34: the GIMP user manual, 685 DocBook-chunked HTML pages (7.8 MB) in
-  one folder, behind a 52 MB download that is mostly screenshots (1,632 PNG, 337 JPEG,
-  fonts). No second copy of the text is shipped; the table of contents (index.html) and the
-  keyword index (gimp-help-index.html) are kept, as the other builders keep theirs.
-- kicad-doc-fr 6.0.11: five manuals, one HTML file each (eeschema, pcbnew, kicad,
-  getting_started_in_kicad, pl_editor; 1.1 MB of HTML), behind a 15 MB download of 886
-  screenshots. As in kicad-doc-es, only the headings are translated: all but pl_editor.html
-  are English (97% of the text), so the French sample leaves it out; its builder stays for
-  `fetch_sample(dest, ["kicad-doc-fr"])`.
-- lilypond-doc-html-fr 2.24.1: the same layout as lilypond-doc-html-es; the eight
-  *-big-page.fr.html files (16 MB) repeat the 544 split pages and are left out.
-- debian-handbook 11.20220922: HTML in 26 languages; debian-handbook-fr keeps fr-FR/ only
-  (127 pages; 41% of their text is still English, see pipelines.data.sample.fetch).
+A shard is named after its Debian package unless SHARD_PACKAGE says otherwise
+(debian-handbook-fr: the fr-FR pages of debian-handbook). HTML packages are copied file by
+file (HTML only, minus second copies of the same text), fortunes-es becomes one JSON
+record per fortune, manpages-es is rendered to plain UTF-8 by groff. What each package
+ships and what its builder keeps: docs/data.md#the-packages.
 """
 
 from __future__ import annotations

@@ -1,68 +1,12 @@
 """Build a sample corpus from Debian documentation packages (no root, no services).
 
-`fetch_sample(dest, language="es")` runs `apt-get download PKG` and `dpkg -x` for each
-package of that language's sample (SAMPLE_PACKAGES) and writes one shard per package,
-`dest/<shard>/`, holding only document files. A shard is named after its package, except
-debian-handbook-fr (the fr-FR pages of debian-handbook).
-
-Spanish sample, "es" (the default; measured on bookworm's packages: files, MB on disk, MB
-of text as the HTML extractor sees it, download MB):
-
-    debian-handbook/      es-ES/apt.html, fr-FR/apt.html, ... HTML in 26 languages, the
-                          language filter's test: 3,302 files, 62 MB, 22.6 MB text, 35 MB
-    libreoffice-help-es/  es/text/shared/find_toolbar.html, ...: 2,561, 24 MB, 4.7, 3.3
-    debian-reference-es/  ch06.es.html, ...: 15, 2.4 MB, 0.6, 1.8
-    manpages-es/          man1/ls.1.txt, ... (roff rendered to plain UTF-8 by groff): 318,
-                          2.4 MB, 2.4, 1.0
-    fortunes-es/          vida.jsonl, ... (one {"text": ...} record per fortune): 25 files,
-                          10,786 records, 1.1 MB, 0.3
-    lilypond-doc-html-es/ notation/writing-rhythms.es.html, ... (split manuals, no big
-                          pages): 539, 48 MB, 3.6, 1.8
-    freedombox-doc-es/    Backups.part.html, ... (some pages untranslated, in English): 87,
-                          1.0 MB, 0.4, 44 (mostly images)
-    maint-guide-es/       first.es.html, ... (the guide split by chapter): 11, 0.4 MB, 0.2, 0.6
-    aptitude-doc-es/      ch02s02.html, ... (the aptitude user manual): 89, 0.9 MB, 0.3, 0.4
-    ubuntu-packaging-guide-html-es/  fixing-a-bug.html, ...: 17, 0.3 MB, 0.1, 0.1
-
-In all 6,964 files, 142 MB, 19 s to build on a fast network. Left out: linuxcnc-doc-es (its
-Spanish text is only in PDFs, 27 MB; its two text files are an English G-code table and a
-stub) and kicad-doc-es 6.0 (English apart from one page, fastText: 5 of 6 manuals English,
-behind a 12 MB download of screenshots).
-
-French sample, "fr" (same columns; "English" is the share of text in lines of 80+
-characters that fastText labels English, and pages whose middle it labels English):
-
-    debian-handbook-fr/   fr-FR/apt.html, ... only the handbook's fr-FR pages: 127 files,
-                          2.4 MB, 0.9 MB text, 35 MB download. The bookworm translation
-                          (11.20220922) lags the English book: 41% English, mixed into
-                          French pages paragraph by paragraph (37 pages mostly English)
-    libreoffice-help-fr/  fr/text/scalc/01/04060101.html, ...: 2,561, 24 MB, 5.0, 3.2;
-                          4% English (39 pages, the ScriptForge sf_* Basic library)
-    gimp-help-fr/         gimp-tool-crop.html, ... (the GIMP 2.10 user manual, one folder):
-                          685, 7.8 MB, 2.0, 52 (1,632 PNG + 337 JPEG screenshots); 22%
-                          English (95 pages: appendices, the GFDL, newer filter pages)
-    lilypond-doc-html-fr/ learning/tutorial.fr.html, ... (split manuals, no big pages): 544,
-                          50 MB, 3.7, 1.9; 23% English or code (38 pages: snippets, the
-                          GFDL in each manual, web/news)
-
-In all 3,917 files, 84 MB, 12 MB of text, 92 MB downloaded, 14 s to build. Left out:
-kicad-doc-fr 6.0.11 (it has a builder: `fetch_sample(dest, ["kicad-doc-fr"])`): five manuals
-of one HTML page each, 1.1 MB of HTML, 0.5 MB of text behind a 15 MB download of 886
-screenshots, and like kicad-doc-es only the headings are translated: 97% of its text is
-English, only pl_editor.html (14 KB of text) is French.
-
-Only documentation text is copied: HTML (no images, CSS, JS, PDFs) and, per package, no
-second copy of the same text (LilyPond's one-file "big page" manuals, FreedomBox's
-whole-manual pages, the Sphinx guide's reST `_sources/` and `singlehtml/`).
-
-A shard is built in a dot-directory inside `dest` and renamed into place once complete, and
-its marker `dest/<shard>/.complete` (JSON summary) is written before the rename; a shard
-with a marker is not rebuilt. Corpus readers must skip dotfiles and dot-directories (the
-marker, and `.tmp-*` build directories a killed run may leave behind).
-
-The fetch itself lives in `pipelines.data.sample.debian`, the per-package builders (and
-what each French package ships) in `pipelines.data.sample.builders`; this module drives
-them shard by shard.
+`fetch_sample(dest, language="es")` runs `apt-get download` and `dpkg -x` for each package
+of that language's sample (SAMPLE_PACKAGES) and writes one shard per package,
+`dest/<shard>/`, holding only documentation text. A shard is built in a dot-directory and
+renamed into place once complete, its `.complete` marker written first; a marked shard is
+not rebuilt, and corpus readers skip dotfiles and dot-directories. The fetch is
+`pipelines.data.sample.debian`, the builders `pipelines.data.sample.builders`; the
+packages and their sizes: docs/data.md#the-packages.
 """
 
 from __future__ import annotations
@@ -76,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-# The builders and text converters are also re-exported from here: tests/test_sample.py
+# The builders and text converters are also re-exported from here: tests/pipelines/data/test_sample.py
 # imports them from this module (as bench/build_docs_eval.py does download_package and unpack_package).
 from pipelines.data.sample.builders import (  # noqa: F401
     BUILDERS,

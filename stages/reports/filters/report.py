@@ -3,20 +3,10 @@ per rule, the distribution of its metric against its threshold, how many documen
 dropped (as their first failing rule) and how many fail it at all, and a sample of the
 documents each reason rejected.
 
-`filter_stage` writes one row per document it judged into `filter_metrics.parquet`, next
-to the kept documents (same committed version, so a remote home carries it): doc_id,
-source, kept, reason, the language ID, and one float column per rule reason. A null
-there means the rule never saw the document (language ID dropped it first), NaN that the
-metric cannot be measured on it (no words). The rules and the profile that judged them
-ride in the file's schema metadata, so the report needs nothing but the file.
-
-The rejected-document sample is deterministic: the smallest doc_ids of a reason (doc_ids
-are content hashes, so that is an arbitrary but stable pick), the first 300 characters
-of each. `yunque inspect rejected` prints the same sample.
-
-This module counts (per rule and per reason) and assembles the report; the side table is
-written and read by `stages.reports.filters.metrics`, the sample picked and rendered by
-`stages.reports.filters.samples`, the histograms drawn by `stages.reports.filters.histograms`.
+It reads only `filter_metrics.parquet`, which holds every judged document's metrics and,
+in its schema metadata, the rules and profile that judged them. This module counts and
+assembles; `metrics`, `samples` and `histograms` beside it write and read the table, pick
+the deterministic sample and draw. docs/data.md#quality-filters ("Inspection before trust").
 """
 
 from __future__ import annotations
