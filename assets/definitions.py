@@ -5,13 +5,13 @@ import os
 import dagster as dg
 
 from assets.data import contamination, dedup, dedup_checks, ingest, quality, token_checks, tokens
-from assets.evaluation import promotion, report
+from assets.evaluation import export, promotion, report
+from assets.feedback import human_preferences
 from assets.operations.automation import train_job, train_on_new_data
 from assets.operations.feedback import align_job, feedback_sensor
 from assets.operations.jobs import dedup_job, shard_job
 from assets.operations.sensors import shard_sensor
 from assets.training import post_training, pretrain
-from assets.use import export, human_preferences
 from resources import CorpusStorage, MlflowTracking, TorchrunLauncher, YunqueSettings
 from resources.corpus import default_corpus
 from resources.telemetry import apply as telemetry_off

@@ -327,7 +327,7 @@ class _Quiet:
     def __enter__(self) -> Self:
         from datatrove.utils.logging import logger as loguru
 
-        self._logger = logging.getLogger("pipelines.data.readers.shard")
+        self._logger = logging.getLogger("pipelines.data.readers")
         self._handler = logging.NullHandler()
         self._logger.addHandler(self._handler)
         self._loguru = loguru

@@ -170,7 +170,7 @@ def main() -> None:
     ap.add_argument("--target", type=int, default=130)
     args = ap.parse_args()
     # Imported here: tests/support/docs_eval_junk.py reads pages with `prose` and needs only the stdlib.
-    from pipelines.data.sample.fetch import download_package, unpack_package
+    from pipelines.data.sample.debian import download_package, unpack_package
 
     lang = LANGUAGES[args.language]
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.bench_seeds import figures, table
 from model.launch.spec import rewrite_paths
-from stages.names import CHAIN as GRAPH
+from stages.asset_names import CHAIN as GRAPH
 
 ROOT = os.environ.get("ROOT", "")
 HERE = Path(os.environ.get("HOME_COPY", ".gpu/home")).resolve()

@@ -36,10 +36,13 @@ PIPES_ALLOWED = {"model/launch/sinks.py"}
 FLOORS = {
     "model": ["launch", "core", "checkpoint", "pretrain", "infer", "export", "post"],
     "stages": ["store", "reports", "data", "training", "evaluation"],
-    "assets": ["data", "training", "evaluation", "use", "operations"],
+    "assets": ["data", "feedback", "training", "evaluation", "operations"],
     "yunque": ["cli"],
     "pipelines": ["languages", "data", "tokens", "tasks", "feedback"],  # the tokenizer knows the pii placeholders
 }
+# Subpackages below their package's top-level modules: the language packs import nothing of
+# `pipelines`, and the configuration sections validate language codes with them.
+BASEMENTS = {"pipelines.languages"}
 
 
 def module_imports(path: Path) -> list[tuple[int, str]]:
@@ -73,12 +76,15 @@ ROOFS = {"assets.definitions"}
 
 
 def floor(module: str) -> int:
-    """The floor of a module inside its package: 0 for the package's top-level modules."""
+    """The floor of a module inside its package: 0 for the package's top-level modules, -1
+    for a basement (BASEMENTS), above every floor for a roof (ROOFS)."""
     parts = module.split(".")
     floors = FLOORS.get(parts[0], [])
     if module in ROOFS:
         return len(floors) + 1
-    return floors.index(parts[1]) + 1 if len(parts) > 2 and parts[1] in floors else 0
+    if ".".join(parts[:2]) in BASEMENTS:
+        return -1
+    return floors.index(parts[1]) + 1 if len(parts) >= 2 and parts[1] in floors else 0
 
 
 def floor_violations(package: str) -> list[str]:

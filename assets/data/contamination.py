@@ -6,7 +6,7 @@ import dagster as dg
 from assets.data.tokens import token_shards
 from assets.partitions import consumed_shards
 from resources import CorpusStorage, YunqueSettings
-from stages.names import EVAL_CONTAMINATION
+from stages.asset_names import EVAL_CONTAMINATION
 from stages.store.versions import CODE_VERSIONS
 
 ASSET = EVAL_CONTAMINATION

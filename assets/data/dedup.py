@@ -9,6 +9,7 @@ from assets.conditions import changed_deps, no_dep_requested
 from assets.data import shard_checks
 from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
+from stages.asset_names import MINHASH_SIGNATURES
 from stages.store.versions import CODE_VERSIONS
 
 AC = dg.AutomationCondition
@@ -27,7 +28,7 @@ DEDUPED_CONDITION = (
     & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress()
 ).with_label("dedup_index or quality_model changed")
 
-SIGNATURES = dg.AssetKey("minhash_signatures")
+SIGNATURES = dg.AssetKey(MINHASH_SIGNATURES)
 
 
 @dg.asset(deps=[SIGNATURES], code_version=CODE_VERSIONS["dedup_index"], group_name="data",

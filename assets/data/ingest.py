@@ -12,10 +12,16 @@ from assets.batch import POLICY, Event, ShardEvents, each_shard
 from assets.data import shard_checks
 from assets.partitions import shards
 from resources import CorpusStorage, YunqueSettings
+from stages.asset_names import (
+    CLEAN_DOCUMENTS,
+    FILTERED_DOCUMENTS,
+    MINHASH_SIGNATURES,
+    RAW_DOCUMENTS,
+)
 from stages.store.versions import CODE_VERSIONS
 
-RAW, CLEAN, FILTERED, SIGNATURES = "raw_documents", "clean_documents", "filtered_documents", "minhash_signatures"
-CHAIN = (RAW, CLEAN, FILTERED, SIGNATURES)
+RAW, CLEAN, FILTERED, SIGNATURES = RAW_DOCUMENTS, CLEAN_DOCUMENTS, FILTERED_DOCUMENTS, MINHASH_SIGNATURES
+STEPS = (RAW, CLEAN, FILTERED, SIGNATURES)  # the assets of one shard_documents step, in order
 
 DESCRIPTIONS = {
     RAW: "Documents of one shard (html, txt, md, jsonl, parquet, gz/zst/bz2; local or s3). Unreadable files and "
@@ -38,7 +44,7 @@ def _spec(asset: str, parent: str | None) -> dg.AssetSpec:
                         code_version=CODE_VERSIONS[asset], group_name="data", kinds={"parquet"}, skippable=True)
 
 
-@dg.multi_asset(specs=[_spec(a, p) for a, p in zip(CHAIN, (None, *CHAIN[:-1]))], can_subset=True,
+@dg.multi_asset(specs=[_spec(a, p) for a, p in zip(STEPS, (None, *STEPS[:-1]))], can_subset=True,
                 backfill_policy=POLICY, name="shard_documents", check_specs=[shard_checks.IN_CORPUS_LANGUAGE])
 def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
                     settings: YunqueSettings) -> Iterator[object]:
@@ -48,7 +54,7 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
     from stages.data.ingest import clean_stage, filter_stage, read_stage
     from stages.reports.filters.report import shard_report
 
-    selected = [a for a in CHAIN if dg.AssetKey(a) in context.selected_asset_keys]
+    selected = [a for a in STEPS if dg.AssetKey(a) in context.selected_asset_keys]
     store, cfg = settings.store(), settings.data_config()
     source = corpus.open() if RAW in selected else None
     events = ShardEvents(context)
@@ -65,7 +71,7 @@ def shard_documents(context: dg.AssetExecutionContext, corpus: CorpusStorage,
     check_language = shard_checks.IN_CORPUS_LANGUAGE.key in context.selected_asset_check_keys
 
     def report(asset: str, shard: str, stats, **extra) -> dg.AssetMaterialization:
-        parent = CHAIN[CHAIN.index(asset) - 1] if asset != RAW else None
+        parent = STEPS[STEPS.index(asset) - 1] if asset != RAW else None
         known = {parent: reported[parent, shard]} if (parent, shard) in reported else None
         rejected = {RAW: "read", CLEAN: "clean", FILTERED: "filter"}.get(asset)
         md = stage_metadata(stats, store.part(asset, shard), store.rejected(shard, rejected) if rejected else None,

@@ -12,7 +12,7 @@ import warnings
 import dagster as dg
 
 from assets.partitions import shards
-from stages.names import DEDUPED_DOCUMENTS
+from stages.asset_names import DEDUPED_DOCUMENTS
 
 # Partitioned asset checks are a Dagster preview feature; we rely on it knowingly.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

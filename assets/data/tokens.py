@@ -9,9 +9,8 @@ from assets.conditions import changed_deps, no_dep_requested
 from assets.data.dedup import deduped_documents
 from assets.partitions import consumed_shards, shards
 from resources import CorpusStorage, YunqueSettings
+from stages.asset_names import TOKEN_SHARDS, TOKENIZER
 from stages.store.versions import CODE_VERSIONS
-
-TOKENIZER, TOKEN_SHARDS = "tokenizer", "token_shards"
 
 AC = dg.AutomationCondition
 

@@ -9,6 +9,7 @@ import dagster as dg
 from assets.evaluation.report import RATINGS
 from assets.training.plan import plan_tags
 from resources import MlflowTracking, YunqueSettings
+from stages.asset_names import EVAL_REPORT, EXPORTED_MODEL, PROMOTED_MODEL
 from stages.config import PromotionConfig
 from stages.evaluation.promotion import (
     PROMOTION_CODE_VERSION,
@@ -23,7 +24,6 @@ from stages.evaluation.promotion import (
     read_champion,
     write_champion,
 )
-from stages.names import EVAL_REPORT, EXPORTED_MODEL, PROMOTED_MODEL
 from stages.store.outputs import DataStore
 
 ARTIFACT_PATH = "model"  # the export's directory inside the promotion run's artifacts

@@ -10,9 +10,9 @@ from assets.training.plan import plan_tags
 from assets.training.post_training import dpo_model, grpo_model, ppo_model, sft_model
 from assets.training.pretrain import base_model
 from resources import MlflowTracking, YunqueSettings
+from stages.asset_names import EVAL_CONTAMINATION, EVAL_REPORT, HUMAN_PREFERENCES
 from stages.evaluation.evaluate import EVAL_CODE_VERSION, evaluate_all
 from stages.evaluation.promotion import FIGURES
-from stages.names import EVAL_CONTAMINATION, EVAL_REPORT
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore
 from stages.training.lineage import LineageError, lineage_tags
@@ -22,7 +22,7 @@ from stages.training.lineage import LineageError, lineage_tags
 CHECKPOINT_ASSETS = [base_model, sft_model, dpo_model, ppo_model, grpo_model]
 # a new ratings version marks the report, the export and the promotion stale at once
 # (Dagster marks only an asset's direct children; assets.training.post_training)
-RATINGS = dg.AssetKey("human_preferences")
+RATINGS = dg.AssetKey(HUMAN_PREFERENCES)
 
 ALARMS = {
     "val_loss_rising": "validation loss has risen above its minimum by more than 0.01 nats (passes when early "

@@ -14,7 +14,7 @@ import dagster as dg
 from assets.operations.sensors import current_corpus
 from assets.partitions import consumed_shards
 from resources import CorpusStorage, YunqueSettings
-from stages.names import EVAL_CONTAMINATION, HUMAN_PREFERENCES
+from stages.asset_names import EVAL_CONTAMINATION, HUMAN_PREFERENCES
 from stages.store.keys import cache_key
 from stages.training.retrain import unseen_shards
 

@@ -6,9 +6,8 @@ promotion gate then decides whether the result becomes the champion."""
 import dagster as dg
 
 from assets.operations.automation import IN_PROGRESS
-from assets.use.human_preferences import ratings_in_trained_models
 from resources import YunqueSettings
-from stages.names import HUMAN_PREFERENCES
+from stages.asset_names import HUMAN_PREFERENCES
 
 align_job = dg.define_asset_job(
     "align_on_feedback", selection=dg.AssetSelection.assets(HUMAN_PREFERENCES).downstream(),
@@ -34,12 +33,13 @@ def feedback_sensor(interval_s: int = 60) -> dg.SensorDefinition:
 
 def feedback_tick(context: dg.SensorEvaluationContext, settings: YunqueSettings) -> dg.RunRequest | dg.SkipReason:
     from stages.data.human_preferences import waiting
+    from stages.training.lineage import ratings_in_models
 
     busy = context.instance.get_runs(filters=dg.RunsFilter(job_name=align_job.name, statuses=IN_PROGRESS), limit=1)
     if busy:  # it reads the ratings at its start: the next tick counts what came after
         return dg.SkipReason(f"an {align_job.name} run is in progress ({busy[0].run_id})")
     store = settings.store()
-    wait = waiting(store, ratings_in_trained_models(store))
+    wait = waiting(store, ratings_in_models(store))
     total, new = wait["ratings"], wait["waiting"]
     need = settings.data_config().feedback.min_new_ratings
     if new < need:

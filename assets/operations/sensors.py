@@ -4,13 +4,14 @@ import json
 
 import dagster as dg
 
-from assets.operations.jobs import PER_SHARD
+from assets.operations.jobs import SHARD_JOB_ASSETS
 from assets.partitions import in_unfinished_backfills, shards
 from resources import CorpusStorage
+from stages.asset_names import RAW_DOCUMENTS
 from stages.store import home as home_settings
 from stages.store.location import home_url
 
-RAW = dg.AssetKey("raw_documents")
+RAW = dg.AssetKey(RAW_DOCUMENTS)
 
 
 def in_backfills(instance: dg.DagsterInstance) -> set[str]:
@@ -62,7 +63,7 @@ def shards_backfill(keys: list[str]) -> dg.RunRequest:
 
     subset = shards.empty_subset().with_partition_keys(keys)
     return dg.RunRequest.for_asset_graph_subset(
-        AssetGraphSubset(partitions_subsets_by_asset_key={dg.AssetKey(a): subset for a in PER_SHARD}),
+        AssetGraphSubset(partitions_subsets_by_asset_key={dg.AssetKey(a): subset for a in SHARD_JOB_ASSETS}),
         tags={"yunque/sensor": "shard_sensor"})
 
 
@@ -72,7 +73,7 @@ def shard_sensor(interval_s: int) -> dg.SensorDefinition:
     else 60 s), which the code location reads when it loads."""
 
     @dg.sensor(
-        name="shard_sensor", asset_selection=dg.AssetSelection.assets(*PER_SHARD), minimum_interval_seconds=interval_s,
+        name="shard_sensor", asset_selection=dg.AssetSelection.assets(*SHARD_JOB_ASSETS), minimum_interval_seconds=interval_s,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Lists the corpus every {interval_s} s (yunque ui --sensor-interval): registers each new shard "
                     "as a partition of `shards` and requests shard_job's assets for it, again for a shard whose files changed "

@@ -13,7 +13,7 @@ from assets.metadata import image, rows_table
 from assets.training.factory import training_asset
 from model.checkpoint.files import Checkpoint, all_checkpoints
 from resources import CorpusStorage, MlflowTracking, YunqueSettings
-from stages.names import CHAIN, HUMAN_PREFERENCES, REWARD_MODEL
+from stages.asset_names import CHAIN, HUMAN_PREFERENCES, REWARD_MODEL
 from stages.reports import post_training as post_report
 from stages.reports.loss_curve import read_metrics
 from stages.store.outputs import DataStore

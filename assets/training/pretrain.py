@@ -12,7 +12,7 @@ from assets.training.factory import training_asset
 from model.checkpoint.files import Checkpoint, weights_sha256
 from model.checkpoint.files import latest as latest_checkpoint
 from resources import CorpusStorage, MlflowTracking, YunqueSettings
-from stages.names import BASE_MODEL
+from stages.asset_names import BASE_MODEL
 from stages.reports import loss_curve
 from stages.store.outputs import DataStore
 from stages.training import cost

@@ -31,6 +31,7 @@ from pipelines.tasks import math_tasks, packs
 from pipelines.tasks.harness_tasks import task_data_files
 from pipelines.tokens.token_format import HEADER, TokenShard
 from pipelines.tokens.tokenizer import file_hash
+from stages.asset_names import EVAL_CONTAMINATION, TOKEN_SHARDS
 from stages.config import YunqueConfig
 from stages.data.domain_qa import (
     CANDIDATE_PAIRS,
@@ -41,9 +42,8 @@ from stages.data.domain_qa import (
     heldout_pairs,
     order_key,
 )
-from stages.names import EVAL_CONTAMINATION, TOKEN_SHARDS
 from stages.store.keys import cache_key
-from stages.store.outputs import BATCH, DataStore, StageStats, write_jsonl
+from stages.store.outputs import READ_BATCH, DataStore, StageStats, write_jsonl
 from stages.store.versions import CODE_VERSIONS
 
 ASSET = EVAL_CONTAMINATION
@@ -147,7 +147,7 @@ def _train_documents(store: DataStore, shard: str) -> Iterator[tuple[list[str], 
     """(doc_ids, sources, texts) of the shard's train-split documents, a batch at a time."""
     splits = document_splits(store, shard)
     pf = pq.ParquetFile(store.part("deduped_documents", shard))
-    for batch in pf.iter_batches(batch_size=BATCH, columns=["doc_id", "source", "text"]):
+    for batch in pf.iter_batches(batch_size=READ_BATCH, columns=["doc_id", "source", "text"]):
         ids = batch.column("doc_id").to_pylist()
         keep = [i for i, d in enumerate(ids) if splits.get(d) == "train"]
         if keep:

@@ -23,8 +23,8 @@ from pipelines.data.dedup.index import ShardInput, build_index, read_shard_rows
 from pipelines.data.dedup.lsh_index import band_column, band_keys
 from pipelines.data.dedup.minhash import compute_signatures
 from pipelines.data.documents import FILTERED_SCHEMA, Rejection, rejections_table, text_bytes
+from stages.asset_names import DEDUP_INDEX
 from stages.config import YunqueConfig
-from stages.names import DEDUP_INDEX
 from stages.store.keys import stage_key, upstream_key
 from stages.store.outputs import DataStore, StageStats, drop_counts, read_table
 

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 
 from pipelines.tasks import packs
 from pipelines.tasks.domain_qa import QAOptions, build_pairs
-from stages.names import DEDUPED_DOCUMENTS, TOKEN_SHARDS
+from stages.asset_names import DEDUPED_DOCUMENTS, TOKEN_SHARDS
 from stages.store.keys import cache_key
-from stages.store.outputs import BATCH, MANIFEST, DataStore
+from stages.store.outputs import MANIFEST, READ_BATCH, DataStore
 
 DOCUMENTS = DEDUPED_DOCUMENTS
 SPLITS_FILE = "documents.parquet"
@@ -51,7 +51,7 @@ def documents(store: DataStore, split: str, shards: Sequence[str] | None = None)
         part = store.part(DOCUMENTS, shard)
         if not part.exists():
             continue
-        for batch in pq.ParquetFile(part).iter_batches(batch_size=BATCH, columns=["doc_id", "text"]):
+        for batch in pq.ParquetFile(part).iter_batches(batch_size=READ_BATCH, columns=["doc_id", "text"]):
             for d in batch.to_pylist():
                 if splits.get(d["doc_id"]) == split:
                     yield {"doc_id": d["doc_id"], "shard": shard, "text": d["text"]}

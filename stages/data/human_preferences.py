@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.feedback import preferences, records
-from stages.names import HUMAN_PREFERENCES
+from stages.asset_names import HUMAN_PREFERENCES
 from stages.store.outputs import DataStore, write_json, write_jsonl
 
 PAIRS_FILE = "pairs.jsonl"

@@ -17,15 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from stages.config import YunqueConfig
-from stages.data import human_preferences
-from stages.data import quality as quality_model
-from stages.data.decontamination import contamination_key
-from stages.data.dedup import deduped_key, index_key, minhash_key
-from stages.data.ingest import clean_key, filter_key, read_key
-from stages.data.token_shards import encoded_key, intact
-from stages.data.tokenizer import tokenizer_key
-from stages.names import (
+from stages.asset_names import (
     CLEAN_DOCUMENTS,
     DEDUP_INDEX,
     DEDUPED_DOCUMENTS,
@@ -38,6 +30,14 @@ from stages.names import (
     TOKEN_SHARDS,
     TOKENIZER,
 )
+from stages.config import YunqueConfig
+from stages.data import human_preferences
+from stages.data import quality as quality_model
+from stages.data.decontamination import contamination_key
+from stages.data.dedup import deduped_key, index_key, minhash_key
+from stages.data.ingest import clean_key, filter_key, read_key
+from stages.data.token_shards import encoded_key, intact
+from stages.data.tokenizer import tokenizer_key
 from stages.store.integrity import DamagedOutput
 from stages.store.outputs import DataStore
 

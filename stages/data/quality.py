@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
+from stages.asset_names import QUALITY_MODEL
 from stages.config import YunqueConfig
-from stages.names import QUALITY_MODEL
 from stages.store.keys import cache_key, stage_key, upstream_key
 from stages.store.outputs import DataStore, StageStats, read_table
 

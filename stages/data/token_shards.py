@@ -23,11 +23,11 @@ from pipelines.tokens.token_format import (
     token_dtype,
 )
 from pipelines.tokens.tokenizer import DocumentEncoder, TokenizerError, is_validation, load_encoder
+from stages.asset_names import TOKEN_SHARDS, TOKENIZER
 from stages.config import YunqueConfig
 from stages.data.tokenizer import SPLIT_FIELDS
-from stages.names import TOKEN_SHARDS, TOKENIZER
 from stages.store.keys import cache_key, upstream_key
-from stages.store.outputs import BATCH, DataStore, StageStats
+from stages.store.outputs import READ_BATCH, DataStore, StageStats
 from stages.store.versions import CODE_VERSIONS
 
 
@@ -61,7 +61,7 @@ def token_shard_stage(store: DataStore, shard: str, cfg: YunqueConfig) -> StageS
         def encode_all(writers: dict[str, SplitWriter], encoder: DocumentEncoder) -> dict[str, list]:
             lineage: dict[str, list] = {"doc_id": [], "split": [], "index": []}
             pf = pq.ParquetFile(store.part("deduped_documents", shard))
-            for batch in pf.iter_batches(batch_size=BATCH, columns=["doc_id", "text"]):
+            for batch in pf.iter_batches(batch_size=READ_BATCH, columns=["doc_id", "text"]):
                 ids, texts = batch["doc_id"].to_pylist(), batch["text"].to_pylist()
                 encoded = encoder.encode_arrays(texts, threads=os.cpu_count() or 1)
                 if encoder.backend != "hf" and not _agrees_with_hf(encoder, texts[:SPOT_CHECK], encoded):

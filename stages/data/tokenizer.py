@@ -30,10 +30,10 @@ from pipelines.tokens.tokenizer import (
     save_pretrained,
     train_bpe,
 )
+from stages.asset_names import DEDUPED_DOCUMENTS, TOKENIZER
 from stages.config import YunqueConfig
-from stages.names import DEDUPED_DOCUMENTS, TOKENIZER
 from stages.store.keys import cache_key
-from stages.store.outputs import BATCH, DataStore, StageStats
+from stages.store.outputs import READ_BATCH, DataStore, StageStats
 from stages.store.versions import CODE_VERSIONS
 
 
@@ -42,7 +42,7 @@ def _docs(store: DataStore, shards: Sequence[str], columns: list[str]) -> Iterat
         import pyarrow.parquet as pq  # loaded when the stage reads, not when the code location loads
 
         pf = pq.ParquetFile(store.part(DEDUPED_DOCUMENTS, s))
-        for batch in pf.iter_batches(batch_size=BATCH, columns=columns):
+        for batch in pf.iter_batches(batch_size=READ_BATCH, columns=columns):
             yield from batch.to_pylist()
 
 

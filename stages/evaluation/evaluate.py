@@ -21,12 +21,12 @@ from pathlib import Path
 from model.checkpoint.files import Checkpoint, weights_sha256
 from pipelines.tasks import packs
 from pipelines.tokens.tokenizer import file_hash
+from stages.asset_names import EVAL_REPORT, EXPORTED_MODEL
 from stages.config import YunqueConfig
 from stages.data.decontamination import eval_pairs
 from stages.data.domain_qa import pairs_key
 from stages.evaluation import harness, seed_spread
 from stages.evaluation import report as eval_report
-from stages.names import EVAL_REPORT, EXPORTED_MODEL
 from stages.reports.loss_curve import read_metrics
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stages.asset_names import EVAL_REPORT, EXPORTED_MODEL, PROMOTED_MODEL
 from stages.config import PromotionConfig
-from stages.names import EVAL_REPORT, EXPORTED_MODEL, PROMOTED_MODEL
 from stages.store.outputs import DataStore, write_json
 
 PROMOTION_CODE_VERSION = "1"

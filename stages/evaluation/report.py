@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stages.asset_names import LANGUAGE_MODELS
 from stages.evaluation import seed_spread
-from stages.names import LANGUAGE_MODELS
 from stages.reports.loss_curve import steps_of_last_attempt
 
 # The checkpoint assets in chain order; the report has a row for each one that exists.

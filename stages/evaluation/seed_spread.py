@@ -21,7 +21,7 @@ from typing import Any
 from model.core.config import TrainConfig
 from model.post.config import STAGE_TYPES
 from pipelines.sections import PATH, RUNTIME, fields_with
-from stages.names import CHAIN
+from stages.asset_names import CHAIN
 from stages.store.keys import cache_key
 
 DATA = ("reader", "clean", "filters", "langid", "dedup", "tokenizer", "model")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stages.asset_names import CLEAN_DOCUMENTS, DEDUPED_DOCUMENTS, FILTERED_DOCUMENTS, RAW_DOCUMENTS
 from stages.store import integrity
 from stages.store import remote as remote_home
 from stages.store.location import home_url, local_root
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 MANIFEST = "_manifest.json"
 PART = "part-0.parquet"
-BATCH = 1024  # documents per batch read from a part (and per encode call of the tokenizer)
+READ_BATCH = 1024  # documents per batch read from a part (and per encode call of the tokenizer)
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,8 @@ class StageStats:
 
 
 # The side files (`rejected(shard, stage)`) belong to these assets' versions.
-REJECTED_BY = {"read": "raw_documents", "clean": "clean_documents", "filter": "filtered_documents",
-               "dedup": "deduped_documents"}
+REJECTED_BY = {"read": RAW_DOCUMENTS, "clean": CLEAN_DOCUMENTS, "filter": FILTERED_DOCUMENTS,
+               "dedup": DEDUPED_DOCUMENTS}
 
 
 class DataStore(StoreSync):

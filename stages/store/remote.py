@@ -6,7 +6,7 @@ Memoised outputs are immutable versions: a commit uploads a fresh version prefix
 writes the manifest that names it (one PUT, the commit point), so a reader never sees a
 mix and the last manifest wins. Run directories (checkpoints, reports, exports) are
 mirrored file by file, checksums.json last. The cache is `$YUNQUE_CACHE` or
-`~/.cache/yunque/<url without scheme>`. docs/deploy.md#the-home-on-object-storage.
+`~/.cache/yunque/<scheme>/<bucket>/<prefix>` (`stages.store.location.local_root`). docs/deploy.md#the-home-on-object-storage.
 """
 
 from __future__ import annotations

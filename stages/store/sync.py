@@ -10,12 +10,20 @@ import shutil
 import tempfile
 from typing import Any
 
+from stages.asset_names import (
+    CLEAN_DOCUMENTS,
+    DEDUPED_DOCUMENTS,
+    FILTERED_DOCUMENTS,
+    MINHASH_SIGNATURES,
+    RAW_DOCUMENTS,
+    TOKEN_SHARDS,
+)
 from stages.store.integrity import DamagedOutput
 
 MANIFEST = "_manifest.json"
 # Per-shard assets: their directory without a shard is a listing, never synced whole.
-SHARDED = {"rejected_documents", "raw_documents", "clean_documents", "filtered_documents", "deduped_documents",
-           "minhash_signatures", "token_shards"}
+SHARDED = {"rejected_documents", RAW_DOCUMENTS, CLEAN_DOCUMENTS, FILTERED_DOCUMENTS, DEDUPED_DOCUMENTS,
+           MINHASH_SIGNATURES, TOKEN_SHARDS}
 
 
 class StoreSync:

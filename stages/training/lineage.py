@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from model.checkpoint.files import PREFIX, Checkpoint, all_checkpoints, checksums, verify
-from stages.names import RAW_DOCUMENTS
+from stages.asset_names import CHAIN, RAW_DOCUMENTS
 from stages.store.outputs import DataStore, write_json
 from stages.training.runs import RUN_FILE, RunSpec
 
@@ -147,10 +148,10 @@ def ratings_trained_on(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return best
 
 
-def ratings_in_models(store: DataStore, assets: list[str]) -> int:
+def ratings_in_models(store: DataStore, assets: Sequence[str] = tuple(CHAIN)) -> int:
     """How many ratings (the first N of the feedback folder) the current records of
-    `assets` were aligned on: what the feedback sensor counts as used, whatever
-    human_preferences was materialized with since."""
+    `assets` (the alignment chain's) were aligned on: what the feedback sensor counts as
+    used, whatever human_preferences was materialized with since."""
     found = [ratings_trained_on(read_record(store, a)) for a in assets]
     return max((f["ratings"] for f in found if f), default=0)
 

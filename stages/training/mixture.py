@@ -11,7 +11,7 @@ from typing import Any
 from model.core.config import TrainConfig
 from model.pretrain.mixture import MixtureError, assign
 from model.pretrain.mixture import sources as mixture_sources
-from stages.names import TOKEN_SHARDS
+from stages.asset_names import TOKEN_SHARDS
 from stages.store.outputs import DataStore
 
 __all__ = ["MixtureError", "groups", "sources"]

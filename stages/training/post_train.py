@@ -1,6 +1,6 @@
 """What a post-training run is before it is launched (no torch, no Dagster): the stage,
 the checkpoint it starts from, its identity and its directory `data/<asset>/` (the
-same layout as pretraining: stages.training.pretrain).
+same layout as pretraining: stages.training.runs).
 
 The run key covers the stage's recipe, the starting weights (the checkpoint's sha256),
 the reward model's weights (PPO) and the content of a user's data file, so retraining
@@ -22,9 +22,9 @@ from model.post.config import PostRun, SFTConfig, check
 from pipelines.sections import RUNTIME, fields_with
 from pipelines.tasks import chitchat, packs
 from pipelines.tokens.tokenizer import file_hash
+from stages.asset_names import CHAIN, TOKEN_SHARDS
 from stages.config import YunqueConfig
 from stages.data import domain_qa, human_preferences
-from stages.names import CHAIN, TOKEN_SHARDS
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json, write_jsonl
 from stages.training.lineage import LineageError

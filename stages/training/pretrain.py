@@ -4,7 +4,7 @@ data versions) and its directory, `data/<asset>/`, with that run's checkpoints, 
 run.json and loss curve. An unchanged key resumes; a changed one moves the old run to
 `previous/<key>/` and either continues it (only the token shards changed, none gone, and
 it finished: new shards mixed with a replay of old ones) or trains from scratch, the
-reason in its lineage. What the stages consume is the run's best checkpoint (`run_end`).
+reason in its lineage. What the stages consume is the run's best checkpoint (`stages.training.runs.run_end`).
 docs/pretraining.md#continued-pretraining.
 """
 
@@ -23,9 +23,9 @@ from model.checkpoint.files import (
 )
 from model.core.config import ModelConfig, PretrainRun, TrainConfig
 from pipelines.sections import recipe_fields
+from stages.asset_names import BASE_MODEL, TOKEN_SHARDS, TOKENIZER
 from stages.config import YunqueConfig
 from stages.data.decontamination import DecontaminationError, eval_pairs, training_shards
-from stages.names import BASE_MODEL, TOKEN_SHARDS, TOKENIZER
 from stages.store.keys import cache_key
 from stages.store.outputs import DataStore, write_json, write_jsonl
 from stages.training import cost, mixture

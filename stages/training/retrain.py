@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from stages.names import TOKEN_SHARDS, TOKENIZER
+from stages.asset_names import BASE_MODEL, TOKEN_SHARDS, TOKENIZER
 from stages.store.outputs import DataStore
 
-BASE_RECORD = ("base_model", "materialized.json")
+BASE_RECORD = (BASE_MODEL, "materialized.json")
 
 
 @dataclass

@@ -7,7 +7,7 @@ Assets call these (through `assets.partitions.consumed_shards` for the Dagster s
 the first); nothing else decides either question. A checkpoint is consumed by version:
 the one its asset's materialized.json names (stages.training.lineage), never the newest on disk,
 which may be an unfinished run's. For a pretraining run that is its best checkpoint
-(stages.training.pretrain.run_end), which may precede the run's last step: the run's best.json
+(stages.training.runs.run_end), which may precede the run's last step: the run's best.json
 (model.pretrain.early_stop) says that run ended and that step was its best.
 """
 

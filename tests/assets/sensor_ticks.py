@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.operations.jobs import PER_SHARD
+from assets.operations.jobs import SHARD_JOB_ASSETS
 
 
 def requested_partitions(result: dg.SensorResult) -> list[str]:
@@ -13,6 +13,6 @@ def requested_partitions(result: dg.SensorResult) -> list[str]:
         return []
     assert len(result.run_requests) == 1, "one backfill per tick, however many shards"
     subset = result.run_requests[0].asset_graph_subset
-    keys = {a: sorted(subset.get_partitions_subset(dg.AssetKey(a)).get_partition_keys()) for a in PER_SHARD}
+    keys = {a: sorted(subset.get_partitions_subset(dg.AssetKey(a)).get_partition_keys()) for a in SHARD_JOB_ASSETS}
     assert len({tuple(v) for v in keys.values()}) == 1, keys
     return keys["raw_documents"]

@@ -13,11 +13,12 @@ from resources import CorpusStorage, YunqueSettings
 
 def test_a_tick_skips_while_a_training_run_is_in_progress(tmp_path):
     (tmp_path / "corpus" / "uno").mkdir(parents=True)
-    with dg.instance_for_test() as instance:
-        run = create_run_for_test(instance, job_name="train_and_promote", status=dg.DagsterRunStatus.STARTED)
-        ctx = dg.build_schedule_context(instance=instance, resources={
+    # the context is closed with the test: left open, it leaves the instance's storage set as
+    # the current one, and a later test that loads definitions reads a deleted database
+    with dg.instance_for_test() as instance, dg.build_schedule_context(instance=instance, resources={
             "settings": YunqueSettings(home=str(tmp_path / "home")),
-            "corpus": CorpusStorage(uri=str(tmp_path / "corpus"))})
+            "corpus": CorpusStorage(uri=str(tmp_path / "corpus"))}) as ctx:
+        run = create_run_for_test(instance, job_name="train_and_promote", status=dg.DagsterRunStatus.STARTED)
         schedule = train_on_new_data("0 * * * *")
         result = schedule(ctx)
         assert isinstance(result, dg.SkipReason) and run.run_id in result.skip_message

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from bench import seed_chains
-from stages.names import CHAIN as GRAPH
+from stages.asset_names import CHAIN as GRAPH
 
 ROOT = "/old/home/.yunque"
 

@@ -28,7 +28,7 @@ def _lines(*lines: str) -> str:
 
 ENGLISH = "The package is installed with the usual tools and it is ready to use with the rest of the system."
 
-# a man page as the sample's manpages-es shard renders it (tests/pipelines/test_domain_qa.py uses it too)
+# a man page as the sample's manpages-es shard renders it (tests/pipelines/tasks/test_domain_qa.py uses it too)
 MAN_MEV = (
     "MEV(1)                 General Commands Manual                 MEV(1)",
     "mev - un programa para informar de los eventos del ratón",

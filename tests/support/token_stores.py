@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from pipelines.tokens.token_format import FORMAT, HEADER, SplitWriter
-from stages.names import TOKEN_SHARDS, TOKENIZER
+from stages.asset_names import TOKEN_SHARDS, TOKENIZER
 from stages.store.outputs import DataStore, StageStats
 
 VOCAB = 64

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from stages.names import TRAINED
+from stages.asset_names import TRAINED
 
 
 def training_status(data: Path, asset: str) -> tuple[int, int, float | None] | None:

@@ -12,9 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from stages.store.home import HomeSettings
-from stages.names import (
+from stages.asset_names import (
     BASE_MODEL,
     CHAIN,
     EVAL_CONTAMINATION,
@@ -35,6 +33,9 @@ from yunque.cli import serve as cli_serve
 from yunque.cli import ui as cli_ui
 from yunque.cli import verify as cli_verify
 from yunque.cli.model import add_commands
+
+if TYPE_CHECKING:
+    from stages.store.home import HomeSettings
 
 
 def _fetch(dest: Path, language: str = "es") -> int:
@@ -68,8 +69,6 @@ def cmd_fetch_sample(args: argparse.Namespace) -> int:
 
 # a post-training stage's progress line: its held-out numbers, then the RL stages' last rollouts
 POST_SHOWN = ("eval_loss", "eval_accuracy", "eval_margin", "eval_dev_accuracy", "accuracy", "kl", "reply_tokens")
-
-
 
 
 def describe_asset(asset: str, md: dict) -> str:
@@ -125,9 +124,9 @@ def _token_summary(home: Path, shards: list[str], chosen: HomeSettings) -> None:
     """Is the corpus big enough for the model this run trains (its run preset's model
     with the overrides, `model.*` included)?"""
     from model.core.config import tokens_verdict
+    from stages.asset_names import TOKENIZER
     from stages.config import preset
     from stages.data.token_shards import corpus_tokens
-    from stages.names import TOKENIZER
     from stages.store.outputs import DataStore
 
     store = DataStore(home)
@@ -324,7 +323,7 @@ def _finish(home: Path, reports: list, shards: list[str], chosen: HomeSettings) 
 
 def _decontamination_summary(home: Path) -> None:
     """eval_contamination's verdict and the sets it looked up in the training split."""
-    path = home / "data" / "eval_contamination" / "report.json"
+    path = home / "data" / EVAL_CONTAMINATION / "report.json"
     if not path.exists():
         return
     r = json.loads(path.read_text())

@@ -61,7 +61,7 @@ class Resolver:
 
     def resolve(self, spec: str):
         from serving.models import from_path
-        from stages.names import EXPORTED_MODEL
+        from stages.asset_names import EXPORTED_MODEL
 
         if spec == "champion":
             return self.champion()

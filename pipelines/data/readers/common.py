@@ -11,7 +11,7 @@ from pipelines.data.documents import Document, Rejection, make_doc_id
 from pipelines.data.readers.decoding import BadBytes, check_binary_text
 
 # One logger for all of reading, whichever module found the problem.
-logger = logging.getLogger("pipelines.data.readers.shard")
+logger = logging.getLogger("pipelines.data.readers")
 
 READ_REASONS = {
     "empty_file": "0 bytes, decompresses to 0 bytes, or holds no records",

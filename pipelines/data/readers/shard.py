@@ -34,7 +34,7 @@ from pipelines.data.readers.parquet import read_parquet
 from pipelines.data.readers.records import read_csv, read_jsonl
 from pipelines.s3_outage import is_outage
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("pipelines.data.readers")  # one name for every format's warnings, as before the move
 
 FORMATS = {
     ".html": "html",

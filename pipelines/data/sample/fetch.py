@@ -20,16 +20,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-# The builders and text converters are also re-exported from here: tests/pipelines/data/test_sample.py
-# imports them from this module (as bench/build_docs_eval.py does download_package and unpack_package).
-from pipelines.data.sample.builders import (  # noqa: F401
+from pipelines.data.sample.builders import (
     BUILDERS,
-    SHARD_PACKAGE,
-    build_fortunes,
-    build_manpages,
     package_of,
-    render_man_page,
-    split_fortunes,
 )
 from pipelines.data.sample.debian import (
     OWN_DATA,

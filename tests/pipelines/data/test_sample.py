@@ -19,12 +19,14 @@ from pathlib import Path
 import pytest
 
 from pipelines.data.sample import fetch as sample
-from pipelines.data.sample.fetch import (
-    SampleFetchError,
-    fetch_sample,
+from pipelines.data.sample.builders import (
+    BUILDERS,
+    build_fortunes,
+    build_manpages,
     render_man_page,
     split_fortunes,
 )
+from pipelines.data.sample.fetch import SampleFetchError, fetch_sample
 
 needs_groff = pytest.mark.skipif(shutil.which("groff") is None, reason="groff not installed")
 needs_dpkg = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb not installed")
@@ -82,7 +84,7 @@ def test_fortunes_builder_skips_dat_symlinks_and_off(tmp_path: Path) -> None:
     _fortunes_root(tmp_path / "root")
     out = tmp_path / "out"
     out.mkdir()
-    assert sample.build_fortunes(tmp_path / "root", out, progress=False) == 3
+    assert build_fortunes(tmp_path / "root", out, progress=False) == 3
     assert sorted(p.name for p in out.iterdir()) == ["varios-pre.jsonl", "vida.jsonl"]
     lines = (out / "vida.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["text"] for line in lines] == ["Vivir es fácil.", "O no."]
@@ -112,7 +114,7 @@ def test_manpages_builder_renders_skips_aliases_and_bad_pages(
     (man1 / "roto.1.gz").write_bytes(b"this is not gzip")
     out = tmp_path / "out"
     out.mkdir()
-    assert sample.build_manpages(tmp_path / "root", out, progress=False) == 1
+    assert build_manpages(tmp_path / "root", out, progress=False) == 1
     assert [p.name for p in (out / "man1").iterdir()] == ["saludo.1.txt"]
     assert "skipping man page man1/roto.1" in caplog.text
 
@@ -120,7 +122,7 @@ def test_manpages_builder_renders_skips_aliases_and_bad_pages(
 @pytest.mark.parametrize("language", sorted(sample.SAMPLE_PACKAGES))
 def test_every_sample_shard_has_a_builder(language: str) -> None:
     shards = sample.SAMPLE_PACKAGES[language]
-    assert set(shards) <= set(sample.BUILDERS)
+    assert set(shards) <= set(BUILDERS)
     assert len(set(shards)) == len(shards)
 
 
@@ -225,7 +227,7 @@ def test_html_builders_copy_each_text_once(
         (root / base / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / base / rel).write_text(f"<p>{rel}</p>", encoding="utf-8")
     out.mkdir()
-    assert sample.BUILDERS[package](root, out, False) == len(expected)
+    assert BUILDERS[package](root, out, False) == len(expected)
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == expected
     # The copy is byte-identical: the reader, not the builder, decodes and extracts.
     assert (out / expected[0]).read_text(encoding="utf-8") == f"<p>{_source(base, files, expected[0])}</p>"
@@ -238,7 +240,7 @@ def _source(base: str, files: list[str], out_rel: str) -> str:
 def test_html_builder_says_when_the_layout_changed(tmp_path: Path) -> None:
     (tmp_path / "root/usr/share/doc/aptitude/html/en").mkdir(parents=True)  # no es/
     with pytest.raises(SampleFetchError, match="usr/share/doc/aptitude/html/es"):
-        sample.BUILDERS["aptitude-doc-es"](tmp_path / "root", tmp_path, False)
+        BUILDERS["aptitude-doc-es"](tmp_path / "root", tmp_path, False)
 
 
 def test_missing_apt_get_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from model.checkpoint.files import all_checkpoints, latest
+from stages.asset_names import BASE_MODEL, TOKEN_SHARDS
 from stages.config import preset
-from stages.names import BASE_MODEL, TOKEN_SHARDS
 from stages.store.outputs import DataStore
 from stages.training.pretrain import prepare
 from stages.training.runs import RunSpec

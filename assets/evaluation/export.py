@@ -6,8 +6,8 @@ import dagster as dg
 from assets.evaluation.report import CHECKPOINT_ASSETS, RATINGS
 from assets.training.plan import plan_tags
 from resources import YunqueSettings
+from stages.asset_names import EXPORTED_MODEL
 from stages.evaluation.evaluate import export_latest
-from stages.names import EXPORTED_MODEL
 from stages.training.lineage import LineageError, chain
 
 TRANSFORMERS_MATCH = "transformers_logits_match"

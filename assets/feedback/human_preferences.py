@@ -5,9 +5,8 @@ assets.operations.feedback."""
 import dagster as dg
 
 from resources import YunqueSettings
+from stages.asset_names import HUMAN_PREFERENCES
 from stages.data.human_preferences import CODE_VERSION
-from stages.names import HUMAN_PREFERENCES
-from stages.store.outputs import DataStore
 
 
 @dg.asset(name=HUMAN_PREFERENCES, group_name="feedback", kinds={"json"}, code_version=CODE_VERSION)
@@ -26,10 +25,11 @@ def human_preferences(context: dg.AssetExecutionContext, settings: YunqueSetting
     version marks them all stale."""
     from assets.metadata import rows_table
     from stages.data.human_preferences import SUMMARY_FILE, build, waiting
+    from stages.training.lineage import ratings_in_models
 
     store = settings.store()
     s = build(store)
-    wait = waiting(store, ratings_in_trained_models(store))
+    wait = waiting(store, ratings_in_models(store))
     for line in s["skipped_lines"][:20]:
         context.log.warning(f"not a rating, skipped: {line}")
     out = store.dir(HUMAN_PREFERENCES)
@@ -50,11 +50,3 @@ def human_preferences(context: dg.AssetExecutionContext, settings: YunqueSetting
                   "feedback_dir": dg.MetadataValue.path(s["feedback_dir"]),
                   "summary": dg.MetadataValue.path(str(out / SUMMARY_FILE))},
         data_version=dg.DataVersion(s["version"]))
-
-
-def ratings_in_trained_models(store: DataStore) -> int:
-    """The ratings the current alignment models were trained on (their records' lineage)."""
-    from stages.names import CHAIN
-    from stages.training.lineage import ratings_in_models
-
-    return ratings_in_models(store, list(CHAIN))

@@ -1,0 +1,1 @@
+"""Tests of pipelines.tasks: math, chat and preference data, domain question-answer pairs."""

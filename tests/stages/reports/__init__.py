@@ -1,0 +1,1 @@
+"""Tests of stages.reports: the filter report and the post-training report."""
