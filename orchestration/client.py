@@ -32,7 +32,6 @@ from assets.partitions import shards as shards_def
 from pipelines.data.corpus import ShardInfo
 from resources import CorpusStorage
 from stages.data.plan import DataPlan
-from stages.store.outputs import MANIFEST
 
 BACKFILL_TAG = "dagster/backfill"
 # On a backfill `yunque run` submitted: which process follows it (the daemon it started
@@ -140,10 +139,10 @@ def lost_outputs(instance: dg.DagsterInstance, store, shards: list[str]) -> dict
     out: dict[str, list[str]] = {}
     for name in data_plan.PER_SHARD:
         recorded = instance.get_materialized_partitions(dg.AssetKey(name)) & set(shards)
-        if lost := sorted(p for p in recorded if not (store.dir(name, p) / MANIFEST).exists()):
+        if lost := sorted(p for p in recorded if not data_plan.in_store(store, name, p)):
             out[name] = lost
     for name in data_plan.WHOLE_CORPUS:
-        if instance.get_latest_materialization_event(dg.AssetKey(name)) and not (store.dir(name) / MANIFEST).exists():
+        if instance.get_latest_materialization_event(dg.AssetKey(name)) and not data_plan.in_store(store, name):
             out[name] = ["*"]
     return out
 

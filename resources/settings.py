@@ -1,5 +1,6 @@
 """Run settings: the Yunque home (where outputs land) and the preset + typed overrides
-that build the one configuration tree (`stages.config`)."""
+that build the one configuration tree (`stages.config`, built once per process by
+`stages.settings.tree`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import dagster as dg
 from pydantic import Field
 
 from resources.overrides import ConfigOverrides, PresetName, as_dict
-from stages.config import ConfigError, YunqueConfig, nest, preset
+from stages.config import ConfigError, YunqueConfig, nest
 from stages.preset_names import DEFAULT_PRESET
+from stages.settings import tree
 from stages.store.outputs import DataStore
 
 
@@ -25,14 +27,15 @@ class YunqueSettings(dg.ConfigurableResource):
     @classmethod
     def build(cls, home: str, preset_name: str, overrides: dict[str, Any] | str | None) -> YunqueSettings:
         """From a preset name and JSON-shaped overrides (dotted or nested keys, or a JSON
-        string of them), checked in full first so that a bad value fails here, naming the key."""
+        string of them), the tree built first so that a bad value fails here, naming the key."""
         raw = json.loads(overrides) if isinstance(overrides, str) else dict(overrides or {})
-        preset(preset_name, raw)
+        tree(home, preset_name, raw)
         return cls(home=home, preset=PresetName(preset_name), overrides=ConfigOverrides.model_validate(nest(raw)))
 
     def data_config(self) -> YunqueConfig:
+        """The run's tree: built on the first call in a process, the same object after."""
         try:
-            return preset(self.preset.value, as_dict(self.overrides))
+            return tree(self.home, self.preset.value, as_dict(self.overrides))
         except ConfigError as e:
             raise dg.Failure(f"settings: {e}") from e
 

@@ -4,7 +4,9 @@ of the model (`model.core.config`, `model.post.config`), with presets as functio
 A run is a preset plus overrides. `preset()` checks every override (unknown keys with
 the closest names, a section replaced by a scalar, wrong types and out-of-range values,
 then the rules that tie sections together) before any work starts, and fails with one
-line that names the key. Overrides are JSON-shaped: `{"langid.threshold": 0.5}`,
+line that names the key. It resolves everything a stage would otherwise look up later
+(the filter profile, an adopted calibration's thresholds), so the tree it returns is
+the run's whole configuration (docs/architecture.md#the-configuration). Overrides are JSON-shaped: `{"langid.threshold": 0.5}`,
 `{"langid": {"threshold": 0.5}}`; `{"model": "small"}` (or `"model.preset"` beside other
 `model.*` keys) takes another model preset.
 """
@@ -162,8 +164,15 @@ if tuple(PRESETS) != RUN_PRESETS or DEFAULT_PRESET not in PRESETS:  # the names 
 _ADAPTER = TypeAdapter(YunqueConfig)
 
 
-def preset(name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfig:
-    """The validated tree of preset `name` with `overrides` applied, or a ConfigError."""
+# An adopted calibration's thresholds (reason -> value) by proposal id: the proposals live
+# in a home (stages.data.filter_profile.proposals), which this module does not know.
+Proposals = Callable[[str], Mapping[str, float | None]]
+
+
+def preset(name: str, overrides: Mapping[str, Any] | None = None, proposals: Proposals | None = None) -> YunqueConfig:
+    """The validated tree of preset `name` with `overrides` applied, or a ConfigError.
+    `filters.calibration` needs `proposals`: its thresholds are written into `filters`
+    here, once, and the id stays beside them to say where they came from."""
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}{_did_you_mean(name, PRESETS)}; "
                           f"choose one of {sorted(PRESETS)}")
@@ -193,7 +202,21 @@ def preset(name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfi
     except ValidationError as e:
         raise ConfigError(_one_line(e)) from None
     check(cfg)
+    if cfg.filters.calibration is not None:
+        cfg.filters = _calibrated(cfg.filters, proposals)
     return cfg
+
+
+def _calibrated(filters: FilterConfig, proposals: Proposals | None) -> FilterConfig:
+    from pipelines.data.calibrate import apply_thresholds
+
+    if proposals is None:
+        raise ConfigError(f"config key 'filters.calibration': proposal {filters.calibration!r} lives in a home; "
+                          "build the configuration with the home that holds it (--home)")
+    try:
+        return apply_thresholds(filters, proposals(filters.calibration))
+    except (FileNotFoundError, ValueError) as e:  # no such proposal, or a damaged one
+        raise ConfigError(str(e)) from None
 
 
 def _finite(tree: Any, path: tuple[str, ...]) -> None:

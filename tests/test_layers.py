@@ -71,8 +71,9 @@ def _module(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
-# Top-level modules above every floor of their package: the code location gathers them all.
-ROOFS = {"assets.definitions"}
+# Top-level modules above every floor of their package: the code location gathers them all;
+# a run's configuration tree is built with the home's calibration proposals (stages.data).
+ROOFS = {"assets.definitions", "stages.settings"}
 
 
 def floor(module: str) -> int:

@@ -5,10 +5,10 @@ documents of the home's shards and, optionally, on a reference folder of known-g
 documents (read and cleaned as `read_stage`/`clean_stage` do), and proposes thresholds
 (`pipelines.data.calibrate`). `save_proposal` writes it to
 `<home>/calibration/filters-<id>.json` (one rename, pushed to a remote home). A user
-adopts it with one override, `{"filters.calibration": "<id>"}`: `resolve_filters` then
-returns the configured filters with the proposal's thresholds written in, and
-`filters_key` hashes those resolved thresholds (not the id), so the filtered_documents
-cache key changes exactly when the thresholds do.
+adopts it with one override, `{"filters.calibration": "<id>"}`: the configuration tree
+is built with the proposal's thresholds written in (`stages.settings.tree`, which loads
+them with `load_proposal`), and `filters_key` hashes those thresholds (not the id), so the
+filtered_documents cache key changes exactly when the thresholds do.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pipelines.config import CleanConfig, FilterConfig, ReaderConfig
-from pipelines.data.calibrate import Proposal, apply_thresholds, propose
+from pipelines.data.calibrate import Proposal, propose
 from pipelines.data.filters import QualityFilters
 from stages.store.outputs import DataStore, read_table, write_json
 
@@ -87,13 +87,13 @@ def reference_texts(folder: str, reader: ReaderConfig, clean: CleanConfig) -> li
 def calibrate(store: DataStore, cfg: FilterConfig, shards: list[str] | None = None,
               reference: str | None = None, reader: ReaderConfig | None = None,
               clean: CleanConfig | None = None, tail: float = 0.02, margin: float = 0.05) -> Proposal:
-    """A proposal for `cfg`'s rules from the home's clean documents (all shards, or
-    `shards`) and the optional reference folder."""
+    """A proposal for `cfg`'s rules (the tree's filters: an adopted calibration's thresholds
+    are already in them) from the home's clean documents (all shards, or `shards`) and the
+    optional reference folder."""
     shards = shards or clean_shards(store)
     if not shards:
         raise FileNotFoundError(f"no clean_documents in {store.url}: run the graph up to clean_documents first")
-    base = resolve_filters(cfg, store)
-    filters = QualityFilters(base)
+    filters = QualityFilters(cfg)
     corpus = measure(filters, corpus_texts(store, shards))
     ref = None
     if reference is not None:
@@ -102,8 +102,8 @@ def calibrate(store: DataStore, cfg: FilterConfig, shards: list[str] | None = No
             raise ValueError(f"reference folder {reference} holds no readable documents")
         ref = measure(filters, ref_texts)
     return propose(filters.rules(), corpus, ref, tail, margin,
-                   settings={"shards": shards, "reference": reference, "profile": base.profile,
-                             "language": base.language})
+                   settings={"shards": shards, "reference": reference, "profile": cfg.profile,
+                             "language": cfg.language})
 
 
 def save_proposal(store: DataStore, proposal: Proposal) -> Path:
@@ -127,20 +127,16 @@ def load_proposal(store: DataStore, proposal_id: str) -> Proposal:
         where = f"{store.url}/{CALIBRATION_DIR}/{path.name}" if store.remote is not None else str(path)
         raise FileNotFoundError(f"filters.calibration {proposal_id!r}: no calibration proposal at {where} "
                                 f"(run `yunque calibrate` and adopt the id it prints)")
-    return Proposal.from_json(json.loads(path.read_text()))
+    proposal = Proposal.from_json(json.loads(path.read_text()))
+    if proposal.id != proposal_id:  # named by its thresholds: other thresholds are a damaged file
+        raise ValueError(f"{path}: its thresholds are not those of proposal {proposal_id!r} (they hash to "
+                         f"{proposal.id!r}): the file was changed; run `yunque calibrate` again")
+    return proposal
 
 
-def resolve_filters(cfg: FilterConfig, store: DataStore) -> FilterConfig:
-    """The filters a run uses: `cfg`, with the adopted proposal's thresholds when
-    `cfg.calibration` names one (FileNotFoundError naming the id and the path if not)."""
-    if cfg.calibration is None:
-        return cfg
-    return apply_thresholds(cfg, load_proposal(store, cfg.calibration).thresholds())
-
-
-def filters_key(cfg: FilterConfig, store: DataStore) -> str:
-    """Hash of the resolved filters (thresholds, not the proposal id): the filtered_documents
-    cache key's share of the filter configuration."""
-    resolved = dataclasses.asdict(resolve_filters(cfg, store))
+def filters_key(cfg: FilterConfig) -> str:
+    """Hash of the filters as the tree resolved them (thresholds, not the proposal id): the
+    filtered_documents cache key's share of the filter configuration."""
+    resolved = dataclasses.asdict(cfg)
     resolved.pop("calibration", None)
     return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]

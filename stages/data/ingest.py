@@ -40,13 +40,13 @@ def clean_key(cfg: YunqueConfig, raw: str) -> str:
     return stage_key("clean_documents", cfg, ("clean", "pii"), raw, cfg.language)
 
 
-def filter_key(store: DataStore, cfg: YunqueConfig, clean: str) -> str:
-    """filtered_documents' key: language ID settings, the resolved filter profile (with any
-    adopted calibration, which lives in the store) and the cleaned documents' key."""
+def filter_key(cfg: YunqueConfig, clean: str) -> str:
+    """filtered_documents' key: language ID settings, the filters as the tree resolved them
+    (profile and any adopted calibration) and the cleaned documents' key."""
     from stages.data.filter_profile import filters_key
 
     return cache_key("filtered_documents", CODE_VERSIONS["filtered_documents"], cfg.section_hash("langid", "pii"),
-                     cfg.language, filters_key(cfg.filters, store), clean)
+                     cfg.language, filters_key(cfg.filters), clean)
 
 
 def _rejections_from_table(table: pa.Table, shard: str, stage: str, reasons: list[str], details: list[str]) -> pa.Table:
@@ -127,11 +127,11 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
     report of `stages.reports.filters.report`), not only up to its first failing rule."""
     from pipelines.data.filters import QualityFilters
     from pipelines.data.langid import detect
-    from stages.data.filter_profile import filters_key, resolve_filters
+    from stages.data.filter_profile import filters_key
     from stages.reports.filters.report import FILTER_METRICS, metrics_table
 
-    fkey = filters_key(cfg.filters, store)  # the profile and any adopted calibration, not the raw section
-    key = filter_key(store, cfg, upstream_key(store, "clean_documents", shard))
+    fkey = filters_key(cfg.filters)  # the thresholds in use, not the calibration's id
+    key = filter_key(cfg, upstream_key(store, "clean_documents", shard))
     with store.lock("filtered_documents", shard):
         if hit := store.cached("filtered_documents", shard, key):
             return hit
@@ -141,7 +141,7 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
         clean = clean.set_column(clean.schema.get_field_index("text"), "text", pa.array(texts, pa.string()))
         lid = cfg.langid
         langs = detect(texts, lid.max_chars, lid.batch_size)
-        fcfg = resolve_filters(cfg.filters, store)
+        fcfg = cfg.filters  # profile and any adopted calibration resolved when the tree was built
         filters = QualityFilters(fcfg)
         rules = filters.rules()
         metrics: dict[str, list[float | None]] = {r.reason: [None] * len(texts) for r in rules}

@@ -39,11 +39,18 @@ from stages.data.ingest import clean_key, filter_key, read_key
 from stages.data.token_shards import encoded_key, intact
 from stages.data.tokenizer import tokenizer_key
 from stages.store.integrity import DamagedOutput
-from stages.store.outputs import DataStore
+from stages.store.outputs import MANIFEST, DataStore
 
 PER_SHARD = (RAW_DOCUMENTS, CLEAN_DOCUMENTS, FILTERED_DOCUMENTS, MINHASH_SIGNATURES, DEDUPED_DOCUMENTS, TOKEN_SHARDS)
 # the unpartitioned data assets; human_preferences reads the chat page's ratings, not the corpus
 WHOLE_CORPUS = (DEDUP_INDEX, QUALITY_MODEL, TOKENIZER, EVAL_CONTAMINATION, HUMAN_PREFERENCES)
+
+
+def in_store(store: DataStore, asset: str, shard: str | None = None) -> bool:
+    """Whether the store holds `asset`'s output (of `shard`): its manifest, or for
+    human_preferences, which is not a cached stage, the summary it writes last."""
+    done = human_preferences.SUMMARY_FILE if asset == HUMAN_PREFERENCES else MANIFEST
+    return (store.dir(asset, shard) / done).exists()
 
 
 @dataclass
@@ -93,7 +100,7 @@ def plan(store: DataStore, cfg: YunqueConfig, fingerprints: Mapping[str, str]) -
     for shard, fingerprint in fingerprints.items():
         key: str | None = read_key(cfg, fingerprint)
         for asset, next_key in (("raw_documents", lambda k: clean_key(cfg, k)),
-                                ("clean_documents", lambda k: filter_key(store, cfg, k)),
+                                ("clean_documents", lambda k: filter_key(cfg, k)),
                                 ("filtered_documents", lambda k: minhash_key(cfg, k)),
                                 ("minhash_signatures", None)):
             if not _current(store, asset, shard, key, out):

@@ -39,12 +39,12 @@ class StaleQualityError(ValueError):
     """quality_model does not cover this shard's current filtered documents (yet)."""
 
 
-def _model_config(store: DataStore, cfg: YunqueConfig) -> str:
+def _model_config(cfg: YunqueConfig) -> str:
     """What a model depends on besides its sample: its settings, the filters (which decide
     positives and negatives), the language and the personal-data settings."""
     from stages.data.filter_profile import filters_key
 
-    return stage_key(ASSET, cfg, ("pii",), filters_key(cfg.filters, store), cfg.language,
+    return stage_key(ASSET, cfg, ("pii",), filters_key(cfg.filters), cfg.language,
                      _good_examples_fingerprint(cfg.filters.learned.good_examples))
 
 
@@ -117,7 +117,7 @@ def quality_stage(store: DataStore, shards: Sequence[str], cfg: YunqueConfig) ->
 
     lq = cfg.filters.learned
     upstream = {s: upstream_key(store, "filtered_documents", s) for s in sorted(shards)}
-    config = _model_config(store, cfg)
+    config = _model_config(cfg)
     with store.lock(ASSET):
         prev = store.manifest(ASSET)
         pextra = prev["stats"]["extra"] if prev else {}
@@ -222,7 +222,7 @@ def current_digests(store: DataStore, cfg: YunqueConfig, filtered: dict[str, str
     if m is None:
         return None
     extra = m["stats"]["extra"]
-    if extra.get("model_config") != _model_config(store, cfg) or extra.get("shard_inputs") != filtered:
+    if extra.get("model_config") != _model_config(cfg) or extra.get("shard_inputs") != filtered:
         return None
     if store.cached(ASSET, None, m["key"]) is None:
         return None

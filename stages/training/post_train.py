@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from model.checkpoint.files import checksums
-from model.post.config import PostRun, SFTConfig, check
+from model.post.config import PostRun, SFTConfig
 from pipelines.sections import RUNTIME, fields_with
 from pipelines.tasks import chitchat, packs
 from pipelines.tokens.tokenizer import file_hash
@@ -104,8 +104,7 @@ def nothing_to_train(stage: str, language: str, data: str, generated: dict, huma
 
 def prepare_post(store: DataStore, cfg: YunqueConfig, asset: str) -> RunSpec:
     stage, parent = CHAIN[asset]
-    scfg = getattr(cfg.post, stage)
-    check(stage, scfg)
+    scfg = getattr(cfg.post, stage)  # checked with the rest of the tree (stages.config.check)
     parent_rec, init = _upstream(store, parent)
     reward_rec, reward = _upstream(store, "reward_model") if stage == "ppo" else (None, None)
     data = scfg.data

@@ -21,7 +21,7 @@ from model.checkpoint.files import (
     latest,
     weights_sha256,
 )
-from model.core.config import ModelConfig, PretrainRun, TrainConfig
+from model.core.config import PretrainRun, TrainConfig
 from pipelines.sections import recipe_fields
 from stages.asset_names import BASE_MODEL, TOKEN_SHARDS, TOKENIZER
 from stages.config import YunqueConfig
@@ -128,8 +128,7 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
     except mixture.MixtureError as e:
         raise PretrainError(str(e)) from e
     model = json.loads(json.dumps(dataclasses.asdict(dataclasses.replace(cfg.model, vocab_size=vocab))))
-    train = dataclasses.asdict(cfg.train)
-    recipe = recipe_of(train)
+    recipe = recipe_of(dataclasses.asdict(cfg.train))
     # a fresh run's key, as before continuation existed: runs on disk keep theirs
     data_key = cache_key(asset, CODE_VERSION, recipe, model, tok_hash, versions)
     root = store.dir(asset)
@@ -144,23 +143,24 @@ def prepare(store: DataStore, shards: list[str], cfg: YunqueConfig, asset: str =
     if cont is not None and start.in_root:  # its checkpoint now lives in the archive
         assert moved_to is not None
         cont["checkpoint"] = str(moved_to / Path(cont["checkpoint"]).name)
-    train |= {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
+    # the tree's own sections, with this run's paths and continuation filled in: the
+    # program's one typed input (train_config.json), the same types the tree has
+    filled = {"shards": [shard_dir[s] for s in sorted(versions)], "out": str(root),
               "tokenizer": str(store.verified(TOKENIZER)), "init_from": "", "start_step": 0, "replay_shards": [],
-              "downstream_qa": downstream_pairs(store, root, cfg.language) if t.downstream_every else ""}
-    train["mixture_shards"] = [[shard_dir[s] for s in g] for g in by_source or []]
+              "downstream_qa": downstream_pairs(store, root, cfg.language) if t.downstream_every else "",
+              "mixture_shards": [[shard_dir[s] for s in g] for g in by_source or []]}
     if cont is not None:
-        train |= {"init_from": cont["checkpoint"], "start_step": cont["step"], "steps": cont["step"] + t.continuation_steps(),
-                  "replay_shards": [shard_dir[s] for s in start.old_shards]}
+        filled |= {"init_from": cont["checkpoint"], "start_step": cont["step"],
+                   "steps": cont["step"] + t.continuation_steps(), "replay_shards": [shard_dir[s] for s in start.old_shards]}
+    if store.remote is not None:  # checkpoints go to the store as they are written (model.checkpoint.mirror)
+        filled["checkpoint_mirror"] = store.remote_url(asset)
+    run = PretrainRun(dataclasses.replace(t, **filled), dataclasses.replace(cfg.model, vocab_size=vocab))
     lineage = {"tokenizer_hash": tok_hash, "token_shards": versions, "decontamination": decontamination,
                "start": start.reason, "continued_from": cont,
                "new_shards": start.new_shards, "old_shards": start.old_shards,
                "replay_fraction": t.replay_fraction if cont is not None else None,
                "sources": mixture.sources(store, t, start.new_shards, start.old_shards, cont is not None, by_source),
-               "steps": [train["start_step"], train["steps"]]}
-    if store.remote is not None:  # checkpoints go to the store as they are written (model.checkpoint.mirror)
-        train["checkpoint_mirror"] = store.remote_url(asset)
-    # the program's one typed input, built here so that a bad value fails before torchrun starts
-    run = PretrainRun(TrainConfig(**train), ModelConfig(**model))
+               "steps": [run.train.start_step, run.train.steps]}
     spec = RunSpec(asset, root, key, json.loads(json.dumps(run.to_json())), lineage)
     write_json(spec.config_path, spec.config)
     rec = spec.record() | {"key": key, "data_key": data_key, "recipe": recipe, "config": spec.config,

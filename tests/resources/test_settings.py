@@ -12,6 +12,7 @@ import pytest
 
 from resources.overrides import ConfigOverrides, as_dict
 from resources.settings import YunqueSettings
+from stages.config import preset
 
 
 @dg.asset
@@ -62,6 +63,33 @@ def test_a_range_error_fails_the_run_naming_the_key(overrides, message):
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert message in str(failure.step_failure_data.error.message)
+
+
+@dg.asset
+def first(settings: YunqueSettings) -> int:
+    return id(settings.data_config())
+
+
+@dg.asset(deps=[first])
+def second(settings: YunqueSettings) -> int:
+    return id(settings.data_config())
+
+
+def test_a_run_builds_its_tree_once(monkeypatch):
+    """The CLI's check, the settings resource and every asset of a run share one tree:
+    stages.config.preset (validation, profile and calibration) runs once for them all."""
+    import stages.settings
+
+    built = []
+    monkeypatch.setattr(stages.settings, "preset", lambda *a, **k: built.append(a) or preset(*a, **k))
+    overrides = {"langid": {"threshold": 0.4321}, "dedup.bands": 13}  # settings no other test builds
+    settings = YunqueSettings.build("/nonexistent", "smoke", overrides)
+    result = dg.materialize([first, second], resources={"settings": settings})
+    assert result.success and len(built) == 1
+    assert result.output_for_node("first") == result.output_for_node("second") == id(settings.data_config())
+    # other settings are another tree
+    assert YunqueSettings.build("/nonexistent", "smoke", {"dedup.bands": 12}).data_config().dedup.bands == 12
+    assert len(built) == 2
 
 
 def test_build_checks_first_and_keeps_only_what_was_set():

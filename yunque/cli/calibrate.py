@@ -51,7 +51,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     preset = args.preset or saved.preset or DEFAULT_PRESET
     overrides = args.overrides if args.overrides is not None else json.dumps(saved.overrides or {})
     try:
-        cfg, _ = cli_config.checked(preset, overrides)
+        cfg, _ = cli_config.checked(preset, overrides, url)
     except cli_config.BadConfig as e:
         print(f"yunque calibrate: {e}", file=sys.stderr)
         return 2

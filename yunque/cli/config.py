@@ -28,23 +28,26 @@ def add_preset_argument(p: argparse.ArgumentParser, purpose: str = "configuratio
     p.add_argument("--preset", default=default, help=f"{purpose} ({said})", **listed)
 
 
-def checked(preset_name: str, overrides: str | None) -> tuple[Any, dict]:
-    """(the resolved configuration tree, the overrides as a dict), or BadConfig."""
-    from stages.config import ConfigError, preset
+def checked(preset_name: str, overrides: str | None, home: str | None = None) -> tuple[Any, dict]:
+    """(the configuration tree, the overrides as a dict), or BadConfig. The tree is built
+    for `home` (default: $YUNQUE_HOME), which holds any calibration the overrides adopt,
+    and is the one the rest of this process uses (`stages.settings.tree`)."""
+    from stages.config import ConfigError
+    from stages.settings import tree
 
     try:
         raw = json.loads(overrides) if overrides else {}
     except json.JSONDecodeError as e:
         raise BadConfig(f"--overrides is not valid JSON: {e}") from None
     try:
-        return preset(preset_name, raw), raw
+        return tree(home, preset_name, raw), raw
     except ConfigError as e:
         raise BadConfig(str(e)) from None
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     try:
-        cfg, _ = checked(args.preset, args.overrides)
+        cfg, _ = checked(args.preset, args.overrides, args.home)
     except BadConfig as e:
         print(f"yunque config: {e}", file=sys.stderr)
         return 2

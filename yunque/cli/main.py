@@ -125,8 +125,8 @@ def _token_summary(home: Path, shards: list[str], chosen: HomeSettings) -> None:
     with the overrides, `model.*` included)?"""
     from model.core.config import tokens_verdict
     from stages.asset_names import TOKENIZER
-    from stages.config import preset
     from stages.data.token_shards import corpus_tokens
+    from stages.settings import tree
     from stages.store.outputs import DataStore
 
     store = DataStore(home)
@@ -134,7 +134,7 @@ def _token_summary(home: Path, shards: list[str], chosen: HomeSettings) -> None:
     vocab = store.manifest(TOKENIZER)["stats"]["extra"]["vocab_size"]
     print(f"tokens:             {total['train_tokens']:,} train + {total['val_tokens']:,} validation "
           f"({total['shards']} of {len(shards)} shards encoded, vocabulary {vocab:,})")
-    row = tokens_verdict(total["train_tokens"], preset(chosen.preset, chosen.overrides).model, vocab)
+    row = tokens_verdict(total["train_tokens"], tree(env.home_url(), chosen.preset, chosen.overrides).model, vocab)
     print(f"                    {row['tokens_per_parameter']} tokens per parameter for the {chosen.preset} "
           f"preset's model ({row['parameters'] / 1e6:.1f}M): {row['verdict']} (rule of thumb 20-100)")
 
@@ -244,14 +244,14 @@ def _detect_language(chosen: HomeSettings) -> HomeSettings | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     try:  # before anything is fetched, created or run
-        _, overrides = cli_config.checked(args.preset, args.overrides)
+        _, overrides = cli_config.checked(args.preset, args.overrides, args.home)
     except cli_config.BadConfig as e:
         print(f"yunque run: {e}", file=sys.stderr)
         return 2
     home = env.use_home(args.home)
     try:
         saved, chosen, existed, lines = _settings(args, home, overrides)
-        cli_config.checked(args.preset, json.dumps(chosen.overrides))
+        cli_config.checked(args.preset, json.dumps(chosen.overrides), env.home_url())
     except (ValueError, cli_config.BadConfig) as e:
         print(f"yunque run: {e}", file=sys.stderr)
         return 2

@@ -13,14 +13,14 @@ from pipelines.config import FilterConfig, apply_profile, filter_profile
 from pipelines.data.calibrate import Proposal, apply_thresholds, propose
 from pipelines.data.filters import QualityFilters, RuleSpec, reasons
 from pipelines.data.filters.rules import fails
-from stages.config import nest
+from stages.config import ConfigError, nest, preset
 from stages.data.filter_profile import (
     filters_key,
     load_proposal,
     measure,
-    resolve_filters,
     save_proposal,
 )
+from stages.settings import tree
 from stages.store.outputs import DataStore
 from tests.pipelines.data.filter_cases import FILTER_CASES, PARAGRAPHS, SPANISH, mixed_documents
 from yunque.cli.calibrate import table
@@ -146,6 +146,8 @@ def test_proposal_keeps_the_reference_and_cuts_tails() -> None:
 
 
 def test_adopting_a_proposal(tmp_path) -> None:
+    """The tree is built with the proposal's thresholds written into `filters` (once, with
+    the home at hand), and the id beside them; the stages read the tree as it is."""
     store = DataStore(tmp_path)
     cfg = filter_profile("docs")
     p = propose(QualityFilters(cfg).rules(), {"gopher_quality:alpha_words_ratio": [0.9, 0.95, 0.6],
@@ -154,18 +156,34 @@ def test_adopting_a_proposal(tmp_path) -> None:
     path = save_proposal(store, p)
     assert path == tmp_path / "calibration" / f"filters-{p.id}.json"
     assert load_proposal(store, p.id).to_json() == p.to_json()
-    adopted = TypeAdapter(FilterConfig).validate_python({"profile": "docs", "calibration": p.id})
-    resolved = resolve_filters(adopted, store)
-    assert resolved.gopher_quality.max_non_alpha_words_ratio == thresholds["gopher_quality:alpha_words_ratio"]
-    assert resolved.gopher_repetition.top_n_grams[0] == (2, thresholds["gopher_repetition:top_2_gram"])
-    assert resolved.fineweb == cfg.fineweb  # rules without a proposal keep theirs
+    adopted = tree(str(tmp_path), "tiny", {"filters.calibration": p.id}).filters
+    assert adopted.calibration == p.id
+    assert adopted.gopher_quality.max_non_alpha_words_ratio == thresholds["gopher_quality:alpha_words_ratio"]
+    assert adopted.gopher_repetition.top_n_grams[0] == (2, thresholds["gopher_repetition:top_2_gram"])
+    assert adopted.fineweb == cfg.fineweb  # rules without a proposal keep theirs
     # the cache key hashes the thresholds: same thresholds, same key, whatever the id
-    assert filters_key(adopted, store) != filters_key(cfg, store)
-    same = apply_thresholds(cfg, thresholds)
-    assert filters_key(same, store) == filters_key(adopted, store)
-    missing = TypeAdapter(FilterConfig).validate_python({"calibration": "0123abcd"})
-    with pytest.raises(FileNotFoundError, match=r"'0123abcd'.*calibration/filters-0123abcd\.json"):
-        resolve_filters(missing, store)
+    assert filters_key(adopted) != filters_key(cfg)
+    assert filters_key(apply_thresholds(cfg, thresholds)) == filters_key(adopted)
+    # the same settings give the same tree object in a process: built (and validated) once
+    assert tree(str(tmp_path), "tiny", {"filters": {"calibration": p.id}}).filters is adopted
+    with pytest.raises(ConfigError, match=r"'0123abcd'.*calibration/filters-0123abcd\.json"):
+        tree(str(tmp_path), "tiny", {"filters.calibration": "0123abcd"})
+    with pytest.raises(ConfigError, match=r"filters.calibration.*lives in a home"):
+        preset("tiny", {"filters.calibration": p.id})  # no home: the thresholds are nowhere
+
+
+def test_a_changed_proposal_is_refused(tmp_path) -> None:
+    """A proposal is named by its thresholds: a file whose thresholds no longer hash to its
+    name was changed, and no run takes thresholds from it."""
+    store = DataStore(tmp_path)
+    p = propose(QualityFilters(filter_profile("docs")).rules(), {"gopher_quality:alpha_words_ratio": [0.9, 0.95, 0.6]})
+    path = save_proposal(store, p)
+    path.write_text(path.read_text().replace(f'"proposed": {p.thresholds()["gopher_quality:alpha_words_ratio"]}',
+                                             '"proposed": 0.01', 1))
+    with pytest.raises(ValueError, match=f"not those of proposal '{p.id}'"):
+        load_proposal(store, p.id)
+    with pytest.raises(ConfigError, match="was changed"):
+        tree(str(tmp_path), "smoke", {"filters.calibration": p.id})
 
 
 # Twenty rules with a config field each (fractions): 18 drop above, 2 below.
