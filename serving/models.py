@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model.checkpoint.files import sha256_file
+from model.core.gguf_types import ALL_GGUF_TYPES
 
 EXPORT_RECORD = "yunque_export.json"  # model.export.hf.RECORD_FILE (that module imports torch)
-QUANTS = ("q8_0", "q4_0", "f16", "f32")
 
 
 class ModelError(ValueError):
@@ -62,8 +62,8 @@ def _context(directory: Path) -> int:
 def from_path(path: str | Path, quant: str, alias: str, version: str = "-") -> ServedModel:
     """The model at `path`: a GGUF file, or an export directory holding model-<quant>.gguf."""
     p = Path(path)
-    if quant not in QUANTS:
-        raise ModelError(f"--quant {quant!r}: choose one of {QUANTS}")
+    if quant not in ALL_GGUF_TYPES:
+        raise ModelError(f"--quant {quant!r}: choose one of {ALL_GGUF_TYPES}")
     if p.is_file():
         if p.suffix != ".gguf":
             raise ModelError(f"{p}: not a GGUF file (give an export directory or a .gguf)")

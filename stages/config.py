@@ -4,11 +4,12 @@ of the model (`model.core.config`, `model.post.config`), with presets as functio
 A run is a preset plus overrides. `preset()` checks every override (unknown keys with
 the closest names, a section replaced by a scalar, wrong types and out-of-range values,
 then the rules that tie sections together) before any work starts, and fails with one
-line that names the key. It resolves everything a stage would otherwise look up later
-(the filter profile, an adopted calibration's thresholds), so the tree it returns is
-the run's whole configuration (docs/architecture.md#the-configuration). Overrides are JSON-shaped: `{"langid.threshold": 0.5}`,
-`{"langid": {"threshold": 0.5}}`; `{"model": "small"}` (or `"model.preset"` beside other
-`model.*` keys) takes another model preset.
+line that names the key. It resolves what a stage would otherwise look up later (the
+filter profile, an adopted calibration's thresholds), so the tree it returns is the
+run's whole configuration (docs/architecture.md#the-configuration). Overrides are
+JSON-shaped: `{"langid.threshold": 0.5}`, `{"langid": {"threshold": 0.5}}`;
+`{"model": "small"}` (or `"model.preset"` beside other `model.*` keys) takes another
+model preset.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ _ADAPTER = TypeAdapter(YunqueConfig)
 
 
 # An adopted calibration's thresholds (reason -> value) by proposal id: the proposals live
-# in a home (stages.data.filter_profile.proposals), which this module does not know.
+# in a home, which this module does not know (stages.settings.tree passes the home's).
 Proposals = Callable[[str], Mapping[str, float | None]]
 
 

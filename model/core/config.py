@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from model.core.gguf_types import GGUF_TYPES, GgufType
 from pipelines.sections import (
     CONTINUATION,
     PATH,
@@ -342,4 +343,4 @@ class CostConfig:
 @section
 class ExportConfig:
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # of model.safetensors
-    gguf: tuple[Literal["f16", "q8_0", "q4_0"], ...] = ("f16", "q8_0", "q4_0")  # a model-<type>.gguf for each; () for none
+    gguf: tuple[GgufType, ...] = GGUF_TYPES  # a model-<type>.gguf for each; () for none

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from model.core.config import ModelConfig
+from model.core.gguf_types import ALL_GGUF_TYPES
 from pipelines.tokens.tokenizer import (
     CHAT_TEMPLATE,
     CONTROL_TOKENS,
@@ -26,10 +27,6 @@ from pipelines.tokens.tokenizer import (
     TOKENIZER_FILE,
 )
 
-QTYPES = ("f16", "q8_0", "q4_0")  # what exports write by default
-# f32 as well on request: llama.cpp then computes in fp32 throughout, the logits of our own
-# model (the serving tests compare greedy answers with `yunque chat` on it)
-ALL_TYPES = ("f32", *QTYPES)
 PRE_TOKENIZER = "qwen2"
 
 
@@ -120,8 +117,8 @@ def write_gguf(weights: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_dir
     """Write `path`; `weights` is our (float) state dict."""
     import gguf
 
-    if qtype not in ALL_TYPES:
-        raise ValueError(f"GGUF type must be one of {ALL_TYPES}, got {qtype!r}")
+    if qtype not in ALL_GGUF_TYPES:
+        raise ValueError(f"GGUF type must be one of {ALL_GGUF_TYPES}, got {qtype!r}")
     file_type = _types()[qtype][1]
     tokens, types, merges = _vocabulary(tokenizer_dir)
     if len(tokens) != cfg.vocab_size:

@@ -21,6 +21,7 @@ from safetensors.torch import save_file
 from model.checkpoint.load import Loaded
 from model.core.chat import ChatTokenizer
 from model.core.config import ModelConfig
+from model.core.gguf_types import ALL_GGUF_TYPES
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 RECORD_FILE = "yunque_export.json"
@@ -49,12 +50,12 @@ def export_hf(loaded: Loaded, out: Path, dtype: str = "float32", gguf: Sequence[
     """Write the directory, with a GGUF file for each type in `gguf`; return what was
     written (paths, sizes) for metadata. `lineage` ({"source": ..., "lineage": record})
     goes into the record as it is."""
-    from model.export.gguf import ALL_TYPES, write_gguf
+    from model.export.gguf import write_gguf
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
-    if bad := [q for q in gguf if q not in ALL_TYPES]:
-        raise ValueError(f"unknown GGUF type(s) {bad}: choose from {list(ALL_TYPES)}")
+    if bad := [q for q in gguf if q not in ALL_GGUF_TYPES]:
+        raise ValueError(f"unknown GGUF type(s) {bad}: choose from {list(ALL_GGUF_TYPES)}")
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("model-*.gguf"):  # an earlier export's GGUF types, not asked for now
         if stale.name not in {f"model-{q}.gguf" for q in gguf}:

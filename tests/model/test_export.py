@@ -10,9 +10,9 @@ import transformers
 
 from model.checkpoint.load import load
 from model.core.generate import Sampling, generate
+from model.core.gguf_types import GGUF_TYPES
 from model.export import check
 from model.export.check import QUANT_TOLERANCE, check_export, check_gguf
-from model.export.gguf import QTYPES
 from model.export.hf import export_hf
 from tests.support.factory import tiny_checkpoint
 
@@ -25,7 +25,7 @@ TEXTS = ["La casa del sistema", "¿Cuánto es 12 + 34? <answer>46</answer>", "ñ
 def exported(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     loaded = load(tiny_checkpoint(root, **VARIANTS[request.param]))
-    record = export_hf(loaded, root / "hf", gguf=QTYPES)
+    record = export_hf(loaded, root / "hf", gguf=GGUF_TYPES)
     return loaded, root / "hf", record
 
 
@@ -67,9 +67,9 @@ def test_gguf_files_load_in_transformers_with_our_logits(exported):
     the file stores them (layout, names, rotary permutation right), and the quantization
     error against full precision stays within its tolerance."""
     loaded, out, record = exported
-    results = check_export(loaded, out, TEXTS, [f"model-{q}.gguf" for q in QTYPES])
+    results = check_export(loaded, out, TEXTS, [f"model-{q}.gguf" for q in GGUF_TYPES])
     assert results["hf"]["passed"] and results["hf"]["max_abs_diff"] <= 1e-4
-    for q in QTYPES:
+    for q in GGUF_TYPES:
         r = results[q]
         assert r["format_max_abs_diff"] <= 1e-4 and r["format_greedy_tokens_equal"], (q, r)
         assert r["quant_tolerance"] == QUANT_TOLERANCE[q] and r["quant_relative_diff"] <= QUANT_TOLERANCE[q], (q, r)

@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from model.checkpoint.load import load
+from model.core.gguf_types import GGUF_TYPES
 from model.core.gpt import GPT
 from model.export.check import QUANT_TOLERANCE
-from model.export.gguf import QTYPES, rounded
+from model.export.gguf import rounded
 from model.export.hf import export_hf
 from tests.support.factory import tiny_checkpoint
 
@@ -36,11 +37,11 @@ TEXTS = ["La casa del sistema", "¿Cuánto es 12 + 34? <think>12 + 34 = 46</thin
 def exported(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     loaded = load(tiny_checkpoint(root, **VARIANTS[request.param]))
-    export_hf(loaded, root / "hf", gguf=QTYPES)
+    export_hf(loaded, root / "hf", gguf=GGUF_TYPES)
     return loaded, root / "hf"
 
 
-@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("qtype", GGUF_TYPES)
 def test_llama_cpp_computes_our_logits(exported, qtype):
     loaded, out = exported
     # n_ctx 256: llama.cpp's own minimum, which it applies anyway (the Python side sizes its

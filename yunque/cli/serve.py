@@ -196,7 +196,7 @@ def _engine(args: argparse.Namespace, key: str | None, resolver: Resolver, model
 
 
 def add_parser(sub) -> None:
-    from serving.models import QUANTS
+    from model.core.gguf_types import ALL_GGUF_TYPES
 
     s = sub.add_parser("serve", help="an OpenAI-compatible endpoint and the chat page on a model (llama.cpp)")
     s.add_argument("--model", default="champion",
@@ -206,7 +206,7 @@ def add_parser(sub) -> None:
                    help="another model (same forms as --model) to compare side by side on the page (repeatable)")
     s.add_argument("--host", default="127.0.0.1", help=f"bind address; other than loopback needs {API_KEY_ENV}")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--quant", default="q8_0", choices=QUANTS, help="which of the export's GGUF files to serve")
+    s.add_argument("--quant", default="q8_0", choices=ALL_GGUF_TYPES, help="which of the export's GGUF files to serve")
     s.add_argument("--threads", type=int, default=0, help="llama.cpp threads (default: every core but one; docs/serve.md#threads)")
     s.add_argument("--max-tokens", type=int, default=1024,
                    help="the largest max_tokens a request may ask (also capped by the model's context)")
