@@ -216,8 +216,10 @@ def _calibrated(filters: FilterConfig, proposals: Proposals | None) -> FilterCon
                           "build the configuration with the home that holds it (--home)")
     try:
         return apply_thresholds(filters, proposals(filters.calibration))
-    except (FileNotFoundError, ValueError) as e:  # no such proposal, or a damaged one
-        raise ConfigError(str(e)) from None
+    except (OSError, ValueError, KeyError, TypeError) as e:  # no such proposal, an unreadable or a damaged one
+        said = str(e)
+        raise ConfigError(said if said.startswith("filters.calibration") else
+                          f"filters.calibration {filters.calibration!r}: {said}") from None
 
 
 def _finite(tree: Any, path: tuple[str, ...]) -> None:

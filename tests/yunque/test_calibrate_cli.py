@@ -1,6 +1,6 @@
 """`yunque calibrate`, then adopting its proposal: the tree is built with the proposal's
-thresholds written in, `yunque config show` prints them, and the filter stage uses the
-tree as it is."""
+thresholds written in, `yunque config show` prints them, and `yunque run` filters with
+them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pipelines.data.calibrate import apply_thresholds
 from pipelines.data.corpus import list_shards, open_corpus
 from stages.config import preset
 from stages.data.filter_profile import filters_key, load_proposal
-from stages.data.ingest import clean_stage, filter_stage, read_stage
+from stages.data.ingest import clean_stage, read_stage
 from stages.settings import tree
 from stages.store.outputs import DataStore
 from tests.pipelines.data.filter_cases import mixed_documents
@@ -52,7 +52,11 @@ def test_a_proposal_adopted_by_id_is_in_the_tree_and_in_the_filter_stage(tmp_pat
                    "--overrides", json.dumps(adopt))
     assert other.returncode == 2 and f"filters.calibration {pid!r}: no calibration proposal at" in other.stderr
 
-    adopted = tree(str(home), "tiny", adopt)
-    stats = filter_stage(store, shards[0].key, adopted)
-    assert stats.extra["filter_profile"] == {"profile": "docs", "calibration": pid, "language": "es",
-                                             "filters_key": filters_key(expected)}
+    # the run: its tree carries the thresholds, and filtered_documents records them
+    run = yunque("--home", str(home), "run", "--corpus", str(corpus), "--preset", "tiny", "--language", "es",
+                 "--select", "key:filtered_documents", "--overrides", json.dumps(adopt))
+    assert run.returncode == 0, run.stdout + run.stderr
+    for info in shards:
+        profile = store.manifest("filtered_documents", info.key)["stats"]["extra"]["filter_profile"]
+        assert profile == {"profile": "docs", "calibration": pid, "language": "es", "filters_key": filters_key(expected)}
+    assert tree(str(home), "tiny", {**adopt, "language": "es"}).filters == dataclasses.replace(expected, calibration=pid)

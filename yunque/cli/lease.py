@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,11 @@ class HomeBusy(RuntimeError):
     one line to print."""
 
 
-def config_hash(preset: str, overrides: dict) -> str:
-    from stages.config import preset as resolve
+def config_hash(tree: Any) -> str:
+    """A short hash of the configuration tree (`stages.config.YunqueConfig`) a command runs."""
     from stages.store.keys import cache_key
 
-    return cache_key(resolve(preset, overrides).to_dict())[:12]
+    return cache_key(tree.to_dict())[:12]
 
 
 def _root() -> Path:

@@ -270,7 +270,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         chosen = detected
     from yunque.cli import lease
 
-    work = lease.Lease(chosen.corpus, chosen.preset, lease.config_hash(chosen.preset, chosen.overrides))
+    try:  # the tree that runs (built above, unless a new home's corpus gave its language)
+        cfg, _ = cli_config.checked(chosen.preset, json.dumps(chosen.overrides), env.home_url())
+    except cli_config.BadConfig as e:
+        print(f"yunque run: {e}", file=sys.stderr)
+        return 2
+    work = lease.Lease(chosen.corpus, chosen.preset, lease.config_hash(cfg))
     try:
         with lease.held(work):  # before the home's settings are written: a refused command changes nothing
             return _run_leased(args, home, chosen, saved, existed)
