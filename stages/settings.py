@@ -13,30 +13,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from stages.config import YunqueConfig, nest, preset
 from stages.data.filter_profile import load_proposal
-from stages.store.location import home_url
+from stages.store.location import home_url, spelled
 from stages.store.outputs import DataStore
 
 
 def tree(home: str | None, preset_name: str, overrides: Mapping[str, Any] | None = None) -> YunqueConfig:
     """The tree of `preset_name` with `overrides` for the home `home` (None or "": the
     process' home), or a ConfigError naming the key."""
-    where = _where(home)
+    where = spelled(home) if home else home_url()
     # one key for every spelling of the same overrides (dotted or nested, in any order)
     return _built(where, preset_name, json.dumps(nest(overrides or {}), sort_keys=True))
-
-
-def _where(home: str | None) -> str:
-    """The home as `home_url` spells it, so that one home is one cache key."""
-    if not home:
-        return home_url()
-    if "://" in home and not home.startswith("file://"):
-        return home.rstrip("/")
-    return str(Path(home.removeprefix("file://")).absolute())
 
 
 @lru_cache(maxsize=32)

@@ -141,8 +141,7 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
         clean = clean.set_column(clean.schema.get_field_index("text"), "text", pa.array(texts, pa.string()))
         lid = cfg.langid
         langs = detect(texts, lid.max_chars, lid.batch_size)
-        fcfg = cfg.filters  # profile and any adopted calibration resolved when the tree was built
-        filters = QualityFilters(fcfg)
+        filters = QualityFilters(cfg.filters)
         rules = filters.rules()
         metrics: dict[str, list[float | None]] = {r.reason: [None] * len(texts) for r in rules}
         reasons: list[str | None] = []
@@ -183,7 +182,7 @@ def filter_stage(store: DataStore, shard: str, cfg: YunqueConfig, progress: bool
                                      dropped["text"].to_pylist(), drop_reasons)
         ])
         # what names the thresholds in use (profile, adopted calibration): shown with the report
-        profile = {"profile": fcfg.profile, "calibration": cfg.filters.calibration, "language": fcfg.language,
+        profile = {"profile": cfg.filters.profile, "calibration": cfg.filters.calibration, "language": cfg.filters.language,
                    "filters_key": fkey}
         side_metrics = metrics_table(clean["doc_id"], clean["source"], reasons, [l for l, _ in langs],
                                      [s for _, s in langs], rules, metrics, profile)

@@ -10,7 +10,12 @@ from pathlib import Path
 def home_url() -> str:
     """$YUNQUE_HOME as given: an object store URL (s3://bucket/prefix, any fsspec URL) or
     a local directory, made absolute."""
-    raw = os.environ.get("YUNQUE_HOME", ".yunque")
+    return spelled(os.environ.get("YUNQUE_HOME", ".yunque"))
+
+
+def spelled(raw: str) -> str:
+    """A home as `home_url` spells it: a URL without its trailing slash, or an absolute
+    directory (one home, one spelling)."""
     if "://" in raw and not raw.startswith("file://"):
         return raw.rstrip("/")
     return str(Path(raw.removeprefix("file://")).absolute())
