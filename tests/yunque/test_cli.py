@@ -109,7 +109,7 @@ def test_each_assets_line_is_chosen_by_its_name():
     """The summary of a materialization follows the asset's name, not a guess from its
     metadata keys (a post-training stage reports a vocabulary too); figures it lacks
     leave a plain word, never a crash at the end of a run."""
-    from yunque.cli.main import describe_asset
+    from yunque.cli.summary import describe_asset
 
     post = {"step": 2, "eval_loss": 3.14159, "vocab_size": 512, "tokens_per_word": 1.7, "run_key": "k"}
     assert describe_asset("sft_model", post) == "step 2, loss 3.14"
@@ -146,7 +146,7 @@ def test_a_run_whose_assets_were_shown_as_they_landed_names_them_beside_its_fail
     """The line at a run's end leaves out what was printed while it ran; when that is
     everything but a check failed, it names the assets instead of a bare '-'."""
     from orchestration.follower import RunReport
-    from yunque.cli.main import run_line
+    from yunque.cli.summary import run_line
 
     check = ("tokenizer", "tokens_per_word", False, False)
     report = RunReport("r", [], True, "SUCCESS", assets={"tokenizer": {"vocab_size": 512}}, checks=[check],
