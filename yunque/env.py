@@ -22,6 +22,10 @@ _MINIMAL = "telemetry:\n  enabled: false\n"  # if the repository's dagster.yaml 
 # holding one of them, as we wrote it, gets the current profile (storage that rides out
 # a database outage, the run queue read every second)
 EARLIER_POSTGRES_PROFILES = {"e97086e5065422f4", "2afa2b14487515a9", "3095b2d9e7827f84"}
+# ... and of earlier versions of our sqlite dagster.yaml: such a home gets the current one
+# (the same files, kept connections to the event log), with or without the Postgres variable
+EARLIER_SQLITE_PROFILES = {"27d253c9c680f50c", "6a7782a0a14daf27", "97f2a975126f14a0", "d8a191888c15eaeb",
+                           "ef476d5a3448157a"}
 
 
 def use_home(path: str | Path | None = None) -> Path:
@@ -48,17 +52,20 @@ def _read(path: Path) -> str:
 
 def _instance_settings(target: Path) -> None:
     """Write the dagster.yaml the environment asks for. Absent, exactly our sqlite file, or
-    an earlier version of our Postgres profile, it becomes the Postgres profile when YUNQUE_DAGSTER_POSTGRES_URL is set; any other file
+    an earlier version of one of our profiles, it becomes the Postgres profile when
+    YUNQUE_DAGSTER_POSTGRES_URL is set, else our current sqlite file; any other file
     is the user's, left as it is (with a warning when the variable is set and the file does
     not read it). A file that reads the variable while it is unset, or a URL the installed
     drivers cannot open, stops here in words instead of in every Dagster process."""
     url = os.environ.get(POSTGRES_URL)
     current = target.read_text() if target.exists() else None
-    ours = current in (None, _read(SQLITE_PROFILE), _MINIMAL) or _digest(current) in EARLIER_POSTGRES_PROFILES
+    earlier_sqlite = _digest(current) in EARLIER_SQLITE_PROFILES
+    ours = current in (None, _read(SQLITE_PROFILE), _MINIMAL) or earlier_sqlite or \
+        _digest(current) in EARLIER_POSTGRES_PROFILES
     if url and ours:
         current = POSTGRES_PROFILE.read_text()
         target.write_text(current)
-    elif current is None:
+    elif current is None or earlier_sqlite:
         current = _read(SQLITE_PROFILE)
         target.write_text(current)
     if POSTGRES_URL not in current:
