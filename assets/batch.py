@@ -29,13 +29,17 @@ from dagster._core.definitions.data_version import (
 )
 from dagster._core.events import DagsterEventType
 
-# Shards per run of a per-shard asset. At a few seconds of start-up per run this keeps the
-# overhead of 1,000 shards to about 30 runs per phase; set 1 for one run per shard (per-shard
-# isolation and retries). Read when the code location loads: the daemon's and the UI's too.
 # backfill_policy is a beta parameter of Dagster's; we rely on it knowingly
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*backfill_policy.*")
 
-SHARDS_PER_RUN = max(1, int(os.environ.get("YUNQUE_SHARDS_PER_RUN", "32")))
+# Shards per run of a per-shard asset, read when the code location loads (the daemon's and
+# the UI's too). Unset, 32: at a second or two of start-up per run, about 30 runs per phase
+# at 1,000 shards. `yunque run`, when it starts the daemon itself and the variable is unset,
+# sets it for that daemon to one run per free run slot (`sized_to_slots`). 1 gives one run
+# per shard (per-shard isolation and retries). docs/operations.md#batches-of-shards.
+SHARDS_PER_RUN_VAR = "YUNQUE_SHARDS_PER_RUN"
+LIGHT_SHARDS_PER_RUN_VAR = "YUNQUE_LIGHT_SHARDS_PER_RUN"
+SHARDS_PER_RUN = max(1, int(os.environ.get(SHARDS_PER_RUN_VAR) or "32"))
 POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=SHARDS_PER_RUN)
 # deduped_documents: a tenth of a shard's chain in work (the shard's rows of the index
 # applied to its documents), so batches four times larger; and a policy that differs from
@@ -43,7 +47,29 @@ POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=SHARDS_PER_RUN)
 # a batch step yields events, not outputs, and a child step in its parent's run would be
 # skipped. (One run of every shard would leave one of the two run slots idle for minutes
 # at 1,000 shards.)
-LIGHT_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=4 * SHARDS_PER_RUN)
+LIGHT_SHARDS_PER_RUN = max(1, int(os.environ.get(LIGHT_SHARDS_PER_RUN_VAR) or 4 * SHARDS_PER_RUN))
+if LIGHT_SHARDS_PER_RUN == SHARDS_PER_RUN:
+    LIGHT_SHARDS_PER_RUN += 1
+LIGHT_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=LIGHT_SHARDS_PER_RUN)
+
+
+# The input a run must have before a second run slot pays for its start-up: about 8 s of
+# a shard chain's work (1 MB of text is about a second of it), against 1.5-2 s to start a
+# run, with two starting at once on two cores. 24 shards of a few KB: one run, 24.6 s
+# against 20.8 s for two.
+MIN_RUN_BYTES = 8 << 20
+
+
+def sized_to_slots(shards: int, slots: int, input_bytes: int) -> dict[str, str]:
+    """The batch settings for a daemon that serves one backfill of `shards` shards holding
+    `input_bytes` with `slots` free run slots: one run per slot per phase (the launches,
+    and the short last run of a phase beside a full one, were 80 idle slot-seconds at
+    1,000 shards in runs of 32), fewer for a small input (MIN_RUN_BYTES).
+    deduped_documents gets one more shard per run, a policy of its own (above)."""
+    runs = max(1, min(slots, input_bytes // MIN_RUN_BYTES))
+    per_run = max(1, -(-shards // runs))
+    return {SHARDS_PER_RUN_VAR: str(per_run), LIGHT_SHARDS_PER_RUN_VAR: str(per_run + 1)}
+
 
 Event = dg.AssetMaterialization | dg.AssetCheckEvaluation
 
@@ -68,14 +94,30 @@ def _latest(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | Non
 
 class ShardEvents:
     """The events of one batch step's shards, with their provenance as Dagster records it.
-    A whole-corpus input (dedup_index, tokenizer) is looked up once per step, and an input
-    whose data version the step itself just reported is not read back: the lookups were a
-    fifth of a deduped shard's step."""
+    Looked up once per step: a whole-corpus input (dedup_index, tokenizer), and a per-shard
+    input materialized before the step, for all the step's shards at once (the list forms
+    of the storage's partition queries). An input whose data version the step itself just
+    reported is not read back, only its event's id: the lookups were a fifth of a deduped
+    shard's step."""
 
     def __init__(self, context: dg.AssetExecutionContext):
         self.instance = context.instance
         self.run_id = context.run.run_id
+        self.shards = list(context.partition_keys)
         self._whole: dict[dg.AssetKey, tuple[str, int | None]] = {}
+        self._before: dict[dg.AssetKey, dict[str, tuple[str, int]]] = {}
+
+    def _before_step(self, key: dg.AssetKey) -> dict[str, tuple[str, int]]:
+        """shard -> (data version, storage id) of the latest materialization of `key`, for
+        every shard of the step, in two queries."""
+        if key not in self._before:
+            storage = self.instance.event_log_storage
+            ids = storage.get_latest_storage_id_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION,
+                                                             set(self.shards))
+            tags = storage.get_latest_tags_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION, [DATA_VERSION_TAG],
+                                                        asset_partitions=list(ids)) if ids else {}
+            self._before[key] = {p: (tags.get(p, {}).get(DATA_VERSION_TAG, ""), i) for p, i in ids.items()}
+        return self._before[key]
 
     def _input(self, key: dg.AssetKey, partition: str | None, version: str | None) -> tuple[str, int | None]:
         if partition is None:
@@ -83,6 +125,8 @@ class ShardEvents:
                 self._whole[key] = _latest(self.instance, key, None)
             return self._whole[key]
         if version is None:
+            if partition in self.shards:
+                return self._before_step(key).get(partition, ("", None))
             return _latest(self.instance, key, partition)
         ids = self.instance.event_log_storage.get_latest_storage_id_by_partition(
             key, DagsterEventType.ASSET_MATERIALIZATION, {partition})

@@ -184,6 +184,16 @@ def _worker_gone(instance: dg.DagsterInstance, run_id: str) -> bool:
     return False
 
 
+def free_slots(instance: dg.DagsterInstance) -> int:
+    """Run slots the queue has free now: its `max_concurrent_runs` less the runs in flight
+    (the machine's cores for a queue without a limit; at least one)."""
+    queue = instance.get_concurrency_config().run_queue_config  # what the queue daemon reads
+    limit = queue.max_concurrent_runs if queue is not None else -1
+    if limit is None or limit < 0:
+        limit = os.cpu_count() or 1
+    return max(1, limit - len(runs_in_flight(instance)))
+
+
 def client_id(pid: int | None = None) -> str:
     """`host:pid` of the process following a backfill (this one by default)."""
     return f"{socket.gethostname()}:{pid or os.getpid()}"

@@ -8,7 +8,13 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from assets.batch import batches
+from assets.batch import (
+    LIGHT_SHARDS_PER_RUN_VAR,
+    MIN_RUN_BYTES,
+    SHARDS_PER_RUN_VAR,
+    batches,
+    sized_to_slots,
+)
 from orchestration.client import RANGE_END_TAG, RANGE_START_TAG
 from tests.support.factory import add_shard
 from yunque import env
@@ -24,6 +30,35 @@ def test_batches_are_contiguous_ranges_of_the_partition_order():
     assert batches(order, ["g", "a"], 8) == [["a"], ["g"]]
     assert batches(order, [], 8) == []
     assert batches(order, order, 1) == [[k] for k in order]
+
+
+def test_runs_are_sized_to_the_free_slots_unless_the_input_is_small():
+    big = 1 << 30
+    assert sized_to_slots(1000, 2, big) == {SHARDS_PER_RUN_VAR: "500", LIGHT_SHARDS_PER_RUN_VAR: "501"}
+    assert sized_to_slots(1001, 2, big)[SHARDS_PER_RUN_VAR] == "501", "no third run for the odd shard"
+    assert sized_to_slots(10, 4, big)[SHARDS_PER_RUN_VAR] == "3"
+    assert sized_to_slots(3, 8, big)[SHARDS_PER_RUN_VAR] == "1", "never more runs than shards"
+    # a small input: a second run's start-up costs more than the work it takes over
+    assert sized_to_slots(24, 2, MIN_RUN_BYTES - 1)[SHARDS_PER_RUN_VAR] == "24"
+    assert sized_to_slots(24, 2, 2 * MIN_RUN_BYTES)[SHARDS_PER_RUN_VAR] == "12"
+    assert sized_to_slots(24, 0, big)[SHARDS_PER_RUN_VAR] == "24", "no free slot: one run, queued"
+
+
+def test_an_explicit_batch_wins_over_the_slots(tmp_path, monkeypatch):
+    from orchestration.client import instance as open_instance
+    from pipelines.data.corpus import ShardInfo
+    from yunque.cli.submit import batch_env
+
+    monkeypatch.setenv("YUNQUE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
+    env.use_home(tmp_path / "home")
+    listed = [ShardInfo(key=f"s{i}", path=f"s{i}", files=[(f"s{i}/a.jsonl", 10 << 20, "v")]) for i in range(6)]
+    instance = open_instance()
+    # 4 shards of 10 MB targeted (2 others up to date), the laptop's 2 slots: two runs of 2
+    assert batch_env(instance, listed[:4]) == {SHARDS_PER_RUN_VAR: "2", LIGHT_SHARDS_PER_RUN_VAR: "3"}
+    assert batch_env(instance, []) == {}, "no shard targeted: the daemon's own setting"
+    monkeypatch.setenv(SHARDS_PER_RUN_VAR, "1")
+    assert batch_env(instance, listed[:4]) == {}, "the daemon inherits the user's setting"
 
 
 @pytest.fixture()

@@ -16,7 +16,6 @@ from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
-from datasketch import MinHash
 
 from pipelines.config import DedupConfig
 from pipelines.data.words import batch_words, normalize_for_dedup, word_hash
@@ -37,7 +36,11 @@ BATCH_BYTES = 4 << 20
 
 @lru_cache(maxsize=16)
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """datasketch's affine32 permutation parameters (a, b) for this (num_perm, seed)."""
+    """datasketch's affine32 permutation parameters (a, b) for this (num_perm, seed).
+    datasketch is imported here, not with the module: it loads scipy (0.3 s), which the
+    code location, imported by every Dagster run and daemon, does not otherwise need."""
+    from datasketch import MinHash
+
     a, b = MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
     return a.astype(np.uint32), b.astype(np.uint32)
 
