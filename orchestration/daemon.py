@@ -3,10 +3,10 @@ instance yet: Dagster's own `dagster-daemon run` over this code location, with o
 
 Its backfill loop wakes every YUNQUE_DAEMON_INTERVAL seconds (5), not Dagster's fixed 30:
 a backfill advances one dependency level per wake-up, and 30 s cost up to three and a half
-idle minutes per `yunque run`; and sooner on news (`orchestration.wakeups`). For `yunque run` it runs the backfill, queue and monitoring
-daemons only (YUNQUE_DAEMON_SCOPE=backfills). It dies with the command that started it,
-cancelling that command's backfills, and a heartbeat of ours whose process is gone no
-longer counts. docs/deploy.md#the-daemon-ours-or-yours.
+idle minutes per `yunque run`; and sooner on news (`orchestration.wakeups`). For `yunque
+run` it runs the backfill, queue and monitoring daemons only (YUNQUE_DAEMON_SCOPE=backfills).
+It dies with the command that started it, cancelling that command's backfills, and a
+heartbeat of ours whose process is gone no longer counts. docs/deploy.md#the-daemon-ours-or-yours.
 """
 
 from __future__ import annotations
@@ -128,55 +128,27 @@ def serving_record(instance: dg.DagsterInstance) -> dict | None:
         return None
 
 
-class Starting:
-    """Our daemon (`start`, `env` added to its environment) on its way to serving, unless
-    one serves already (then `proc` is None). The home's "daemon" lock is held from here
-    until `wait` returns, so that two commands started together never both start one (two
-    daemons on one instance both launch the queued runs, and each one's run monitor fails
-    the other's). Between the two a command does its own work: a daemon takes 3-4 s to
-    serve, most of it loading the code location."""
-
-    def __init__(self, instance: dg.DagsterInstance, log: Path, backfills_only: bool = False,
-                 env: dict[str, str] | None = None):
-        from orchestration.client import home_lock
-
-        self.instance, self.log, self.proc = instance, log, None
-        self._lock = contextlib.ExitStack()
-        self._lock.enter_context(home_lock("daemon"))
-        try:
-            if not serving(instance):
-                with interrupts_held():
-                    self.proc = start(log, env=env, backfills_only=backfills_only)
-        except BaseException:
-            self.abandon()
-            raise
-
-    def wait(self) -> subprocess.Popen | None:
-        """The daemon once it serves (None: another one did already)."""
-        try:
-            if self.proc is not None:
-                wait_serving(self.instance, self.proc, self.log)
-        except BaseException:  # Ctrl-C while it starts, or it never served: it must not run on
-            self.abandon()
-            raise
-        finally:
-            self._lock.close()
-        return self.proc
-
-    def abandon(self) -> None:
-        """Stop it (if started) and let the lock go."""
-        try:
-            if self.proc is not None:
-                stop(self.proc, self.instance)
-                self.proc = None
-        finally:
-            self._lock.close()
-
-
 def start_unless_serving(instance: dg.DagsterInstance, log: Path, backfills_only: bool = False,
                          env: dict[str, str] | None = None) -> subprocess.Popen | None:
-    """`Starting` and its `wait`: our daemon once it serves, or None if one serves already."""
-    return Starting(instance, log, backfills_only, env).wait()
+    """Start our daemon (`start`, `env` added to its environment) and wait until it serves,
+    unless one serves already: then None. Under the home's "daemon" lock, so that two
+    commands started together never both start one (two daemons on one instance both launch
+    the queued runs, and each one's run monitor fails the other's)."""
+    from orchestration.client import home_lock
+
+    with home_lock("daemon"):
+        if serving(instance):
+            return None
+        proc = None
+        try:
+            with interrupts_held():
+                proc = start(log, env=env, backfills_only=backfills_only)
+            wait_serving(instance, proc, log)
+        except BaseException:  # Ctrl-C while it starts, or it never served: it must not run on
+            if proc is not None:
+                stop(proc, instance)
+            raise
+        return proc
 
 
 def wait_serving(instance: dg.DagsterInstance, proc: subprocess.Popen, log: Path, timeout_s: float = 180) -> None:

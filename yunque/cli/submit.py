@@ -44,21 +44,13 @@ class DaemonKeeper:
         self.said_silent = 0.0  # the silence (seconds) last reported
         self.silences = 0  # silences ours came back from: runs failed meanwhile are retried once
         self.silence_limit = float(os.environ.get("YUNQUE_DAEMON_SILENCE_LIMIT", "300"))
-        self.starting = None  # ours, started by `begin` and not yet waited for
-
-    def begin(self) -> None:
-        """Start ours now, unless one serves; `ensure` waits for it to serve."""
-        from orchestration import daemon
-
-        self.starting = daemon.Starting(self.instance, self.log, backfills_only=True, env=self.env)
 
     def _start(self, why: str, stream) -> None:
         """Start ours, unless another command started one meanwhile: then that one serves."""
         from orchestration import daemon
 
-        starting, self.starting = self.starting, None
         try:
-            self.own = (starting or daemon.Starting(self.instance, self.log, backfills_only=True, env=self.env)).wait()
+            self.own = daemon.start_unless_serving(self.instance, self.log, backfills_only=True, env=self.env)
         except RuntimeError as e:
             raise DaemonLost(f"{e}. Run the same command again to resume.") from e
         if self.own is not None:
@@ -72,7 +64,7 @@ class DaemonKeeper:
                 return
             first = self.next_check == 0.0
             self.next_check = time.monotonic() + SERVING_CHECK_S
-            if self.starting is not None or not daemon.serving(self.instance):  # checked again under the lock
+            if not daemon.serving(self.instance):  # checked again under the lock
                 self._start(f"starting a Dagster daemon for this run (log: {self.log})" if first else
                             f"the daemon serving this instance is gone; starting one for this command (log: {self.log})",
                             sys.stdout if first else sys.stderr)
@@ -131,9 +123,6 @@ class DaemonKeeper:
         saying so; Ctrl-C stops at once."""
         from orchestration import client, daemon
 
-        if self.starting is not None:  # started, never waited for: nothing of this command runs on it
-            self.starting.abandon()
-            self.starting = None
         if self.own is None:
             return
         if self.silent_since is not None:  # a silent daemon runs nothing: waiting on its runs would never end
@@ -225,42 +214,7 @@ def batch_env(instance, shards: list) -> dict[str, str]:
     return sized_to_slots(len(shards), client.free_slots(instance), sum(size for s in shards for _, size, _ in s.files))
 
 
-def _early_keeper(instance, chosen) -> DaemonKeeper | None:
-    """On a home with no run yet, where every listed shard is a target: our daemon, started
-    now and sized to the corpus as listed, so that it loads the code location while this
-    command plans (3-4 s of a 24-shard `yunque run`). None elsewhere: the daemon is then
-    sized to what the plan leaves to do, and not started when nothing is."""
-    from orchestration import daemon
-    from pipelines.data.corpus import list_shards, open_corpus
-    from stages.store.remote import storage_options
-
-    if instance.get_run_records(limit=1) or daemon.serving(instance):
-        return None
-    try:
-        listed = list_shards(*open_corpus(chosen.corpus, storage_options(chosen.corpus)))
-    except (OSError, ValueError):
-        return None  # the usual path says what is wrong with the corpus
-    if not listed:
-        return None
-    keeper = DaemonKeeper(instance, Path(instance.root_directory) / "daemon.log", batch_env(instance, listed))
-    keeper.begin()
-    return keeper
-
-
 def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable) -> int:
-    from orchestration import client
-
-    instance = client.instance()
-    keeper = _early_keeper(instance, chosen)
-    try:
-        return _run_backfill(args, home, chosen, line, finish, instance, keeper)
-    finally:
-        if keeper is not None:
-            keeper.stop()  # a no-op once the backfill's own path stopped it
-
-
-def _run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, finish: Callable, instance,
-                  early: DaemonKeeper | None) -> int:
     from assets.definitions import build_resources, definitions_with
     from orchestration import client
     from orchestration import follower as follower_mod
@@ -272,6 +226,7 @@ def _run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, 
                                     chosen.s3_endpoint or None)
         defs = definitions_with(resources)
         keys = client.select(defs, args.select)
+        instance = client.instance()
         listed = resources["corpus"].shards()  # once: the partitions and the plan see the same listing
         shards, gone = client.register_shards(instance, resources["corpus"], listed)
     except ValueError as e:
@@ -302,7 +257,7 @@ def _run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, 
         title=f"yunque run: {args.select or 'everything'}")
     log = Path(instance.root_directory) / "daemon.log"
     targeted = {t.partition_key for t in chosen_targets}
-    keeper = early or DaemonKeeper(instance, log, batch_env(instance, [s for s in listed if s.key in targeted]))
+    keeper = DaemonKeeper(instance, log, batch_env(instance, [s for s in listed if s.key in targeted]))
     try:
         keeper.ensure()
     except RuntimeError as e:
