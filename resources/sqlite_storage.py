@@ -55,9 +55,16 @@ def _check_version() -> None:
             "sqlite_event_log.py again and update it, or take the event_log_storage lines out of dagster.yaml")
 
 
+# What a database's -wal file is cut back to after a checkpoint. With connections kept
+# open the file outlives the writes (Dagster's own storage deletes it on the last close),
+# at up to the 1,000 pages sqlite checkpoints at.
+WAL_KEPT_BYTES = 1 << 20
+
+
 def _normal_sync(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
     cursor.close()
 
 

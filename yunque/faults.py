@@ -33,7 +33,8 @@ def _is_infrastructure(e: BaseException) -> bool:
 FULL_BYTES = 1 << 20
 
 
-def _full(path: Path | None) -> bool:
+def full(path: Path | None) -> bool:
+    """Whether the disk holding `path` has less than FULL_BYTES free."""
     try:
         return path is not None and shutil.disk_usage(path).free < FULL_BYTES
     except OSError:
@@ -47,7 +48,7 @@ def describe(e: BaseException, home: Path | None = None) -> str:
         where = f" writing {e.filename}" if e.filename else ""
         return f"the disk is full{where}: free space there"
     if isinstance(e, (sqlite3.Error, sqlalchemy.exc.SQLAlchemyError)) or type(e).__name__ == "DagsterPostgresException":
-        if isinstance(e, (sqlite3.Error, sqlalchemy.exc.OperationalError)) and _full(home):
+        if isinstance(e, (sqlite3.Error, sqlalchemy.exc.OperationalError)) and full(home):
             # sqlite says "disk I/O error" or "database or disk is full" for ENOSPC
             return (f"the disk holding the Dagster instance ({home / 'dagster'}) is full "
                     f"({type(e).__name__}: {first}): free space there")

@@ -22,6 +22,12 @@ HEARTBEAT_LATE_S = 75.0
 FROM_OUTSIDE = "marked as failed from outside the execution context"
 
 
+# The disk holding the instance full for this long, under a run: the command stops (one
+# line, `yunque.faults`). The daemon can then record nothing, not even a dead run's end,
+# and kept database connections go on reading, so the backfill would be followed forever.
+FULL_FOR_S = 10.0
+
+
 class DaemonLost(RuntimeError):
     """The daemon this command depends on is gone and was not replaced."""
 
@@ -200,6 +206,26 @@ def _say_lost(lost: dict[str, list[str]], keys) -> None:
         print(f"{asset}{what}: recorded as materialized in Dagster, but its output is gone from the store; {fix}")
 
 
+def disk_guard(dagster_home: Path) -> Callable[[], None]:
+    """A check to call while following: raises ENOSPC once the disk holding the instance
+    has been full (`yunque.faults.full`) for FULL_FOR_S."""
+    import errno
+
+    from yunque import faults
+
+    since: list[float] = []
+
+    def check() -> None:
+        if not faults.full(dagster_home):
+            since.clear()
+            return
+        since[:] = since or [time.monotonic()]
+        if time.monotonic() - since[0] >= FULL_FOR_S:
+            raise OSError(errno.ENOSPC, "No space left on device", str(dagster_home))
+
+    return check
+
+
 def batch_env(instance, shards: list) -> dict[str, str]:
     """The batch size for the daemon this command may start: one run per free run slot
     for `shards`, the targeted ones (`assets.batch.sized_to_slots`), unless
@@ -269,7 +295,8 @@ def run_backfill(args: argparse.Namespace, home: Path, chosen, line: Callable, f
           "(UI: Overview > Backfills); Ctrl-C cancels it")
     follower = follower_mod.Follower(instance, backfill_id)
     try:
-        follow(follower, home / "data", line, watch=keeper.ensure)
+        full = disk_guard(Path(instance.root_directory))
+        follow(follower, home / "data", line, watch=lambda: (keeper.ensure(), full()))
     except DaemonLost as e:
         # the daemon first: one stopped in the middle of a write holds sqlite's lock, and
         # the cancellation below would wait on it ("database is locked")
