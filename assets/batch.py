@@ -103,7 +103,7 @@ class ShardEvents:
     def __init__(self, context: dg.AssetExecutionContext):
         self.instance = context.instance
         self.run_id = context.run.run_id
-        self.shards = list(context.partition_keys)
+        self.shards = set(context.partition_keys)  # asked once per shard and input: a set, not a list
         self._whole: dict[dg.AssetKey, tuple[str, int | None]] = {}
         self._before: dict[dg.AssetKey, dict[str, tuple[str, int]]] = {}
 
@@ -113,7 +113,7 @@ class ShardEvents:
         if key not in self._before:
             storage = self.instance.event_log_storage
             ids = storage.get_latest_storage_id_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION,
-                                                             set(self.shards))
+                                                             self.shards)
             tags = storage.get_latest_tags_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION, [DATA_VERSION_TAG],
                                                         asset_partitions=list(ids)) if ids else {}
             self._before[key] = {p: (tags.get(p, {}).get(DATA_VERSION_TAG, ""), i) for p, i in ids.items()}
